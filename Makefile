@@ -1,0 +1,38 @@
+# The README's two commands: `make book` and `make test`. Both install into .venv if needed.
+SHELL := /bin/bash
+.SHELLFLAGS := -eo pipefail -c
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PROFILE ?= full
+STAMP := $(VENV)/.installed-stamp
+# this machine's pip configuration points at local mirrors and warns about each; keep logs readable
+QUIET_PIP := grep -v "is ignored: it is neither a file nor a directory" || true
+
+.PHONY: install book test unit notebooks clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q torch==2.13.0 2>&1 | $(QUIET_PIP)
+	$(PY) -m pip install -q -e ".[dev]" 2>&1 | $(QUIET_PIP)
+	$(PY) -c "import torch, redlib, jupyter_book, papermill, nbval"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## make book [PROFILE=smoke]: execute every notebook with the profile and build the HTML book (strict)
+book: $(STAMP)
+	$(PY) -m redlib book --profile $(PROFILE)
+
+## make test: unit tests, every notebook under the smoke profile checked by nbval, strict smoke book build
+test: $(STAMP) unit notebooks
+
+unit: $(STAMP)
+	$(PY) -m pytest -q tests
+
+notebooks: $(STAMP)
+	$(PY) -m redlib book --profile smoke
+	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg _build/smoke/book/*.ipynb
+
+clean:
+	rm -rf _build cache results/smoke

@@ -1,0 +1,49 @@
+"""The paper's claims (`paper/paper_claims.yaml`, a copy of the paper's claims file) and verdict rules."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .runtime import project_root
+
+
+def claims_path() -> Path:
+    """$REDLIB_CLAIMS, else the repository's copy `paper/paper_claims.yaml`."""
+    return Path(os.environ.get("REDLIB_CLAIMS", project_root() / "paper" / "paper_claims.yaml"))
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> dict[str, dict[str, Any]]:
+    data = yaml.safe_load(Path(path).read_text())
+    return {c["id"]: {**c, "group": group} for group, items in data.items() for c in items}
+
+
+def load_claims(path: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:
+    """Every claim by id, each with its group (the yaml's top-level key)."""
+    return _load(str(path or claims_path()))
+
+
+def check_ids(ids, path: str | os.PathLike | None = None) -> None:
+    """Raise KeyError naming any id the claims file does not know."""
+    known = load_claims(path)
+    unknown = sorted(set(ids) - set(known))
+    if unknown:
+        raise KeyError(f"claim id(s) not in {path or claims_path()}: {', '.join(unknown)}")
+
+
+def within(value: float, low: float, high: float, tol: float = 0.0) -> bool:
+    """True when value lies in [low - tol, high + tol]."""
+    return low - tol <= value <= high + tol
+
+
+def bound_verdict(per_seed, low: float, high: float, tol: float = 0.0) -> str:
+    """'holds' when every seed's value is inside [low, high] (+- tol), 'partly' when some are, else 'does not hold'."""
+    inside = [within(float(v), low, high, tol) for v in per_seed]
+    if inside and all(inside):
+        return "holds"
+    return "partly" if any(inside) else "does not hold"

@@ -1,0 +1,42 @@
+"""Expert modules: linear, MLP, and residual (base + scaled correction)."""
+
+from __future__ import annotations
+
+from torch import Tensor, nn
+
+
+class LinearExpert(nn.Linear):
+    """y_hat = w . x + b."""
+
+    def __init__(self, d_in: int = 2, d_out: int = 1):
+        super().__init__(d_in, d_out)
+
+
+class MLPExpert(nn.Sequential):
+    """d_in -> hidden -> hidden -> d_out with ReLU (the paper's toy 2-64-64-1)."""
+
+    def __init__(self, d_in: int = 2, hidden: int = 64, d_out: int = 1):
+        super().__init__(nn.Linear(d_in, hidden), nn.ReLU(), nn.Linear(hidden, hidden), nn.ReLU(), nn.Linear(hidden, d_out))
+
+
+class ScaledExpert(nn.Module):
+    """r(x) = scale * net(x): a residual correction of bounded influence (the toy's 0.1 * MLP)."""
+
+    def __init__(self, net: nn.Module, scale: float = 0.1):
+        super().__init__()
+        self.net, self.scale = net, scale
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.scale * self.net(x)
+
+
+class BasePlusResidual(nn.Module):
+    """f(x) = base(x) + residual(x); the base is frozen so training touches only the residual."""
+
+    def __init__(self, base: nn.Module, residual: nn.Module):
+        super().__init__()
+        self.base, self.residual = base, residual
+        self.base.requires_grad_(False)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.base(x) + self.residual(x)

@@ -1,0 +1,64 @@
+"""The house style and the recurring figures (prediction curves, accuracy heatmaps, per-domain bars)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+PALETTE = "colorblind"
+
+
+def set_style() -> None:
+    """One look for every figure of the book."""
+    sns.set_theme(style="whitegrid", context="notebook", palette=PALETTE)
+    plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.titleweight": "bold", "figure.autolayout": False})
+
+
+def prediction_curves(df: pd.DataFrame, title: str, bands: list[tuple[int, int]] | None = None):
+    """Predicted vs true sum along each line of `df` (columns line, a, model, prediction, truth); one panel a line."""
+    lines = list(dict.fromkeys(df["line"]))
+    fig, axes = plt.subplots(1, len(lines), figsize=(6 * len(lines), 4), sharex=True)
+    for ax, line in zip(axes if len(lines) > 1 else [axes], lines):
+        part = df[df["line"] == line]
+        for lo, hi in bands or []:
+            ax.axvspan(lo - 0.5, hi + 0.5, color="0.92", zorder=0)
+        sns.lineplot(part, x="a", y="prediction", hue="model", ax=ax, linewidth=1.3)
+        truth = part.drop_duplicates("a")
+        ax.plot(truth["a"], truth["truth"], "k--", linewidth=1.5, label="truth")
+        ax.set(title=line, xlabel="a", ylabel="200 * prediction  (the sum a + b)")
+        ax.legend(fontsize=8, ncols=2)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_heatmap(table: pd.DataFrame, title: str, ax=None, fmt: str = ".2f"):
+    """Annotated heatmap of accuracies in [0, 1] (rows: models, columns: domains)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.3 * table.shape[1] + 3, 0.45 * table.shape[0] + 1.5))
+    sns.heatmap(table, annot=True, fmt=fmt, vmin=0, vmax=1, cmap="viridis", cbar_kws={"label": "accuracy"}, ax=ax)
+    ax.set(title=title, xlabel="", ylabel="")
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def domain_bars(df: pd.DataFrame, x: str, y: str, hue: str, title: str, ylabel: str = "accuracy"):
+    """Per-domain bars with seed spread as error bars (one row per seed in `df`)."""
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    sns.barplot(df, x=x, y=y, hue=hue, errorbar="sd", ax=ax)
+    ax.set(title=title, xlabel="", ylabel=ylabel)
+    ax.legend(fontsize=8, ncols=3)
+    fig.tight_layout()
+    return fig
+
+
+def styled(df: pd.DataFrame, precision: int = 3, caption: str | None = None, hide_index: bool = False):
+    """A pandas Styler with the house number format and a stable id (so re-executions give identical HTML)."""
+    uid = hashlib.md5((caption or "").encode() + df.to_csv().encode()).hexdigest()[:8]
+    sty = df.style.format(precision=precision, na_rep="-").set_uuid(f"t{uid}")
+    if caption:
+        sty = sty.set_caption(caption)
+    return sty.hide(axis="index") if hide_index else sty

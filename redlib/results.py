@@ -1,0 +1,155 @@
+"""Result files of a notebook run: CSV tables and `claims.json` with provenance, under results/<profile>/<notebook>/."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import time
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from .claims import check_ids
+from .config import NotebookConfig
+from .runtime import project_root, resolve_path
+
+LIBRARIES = ("redlib", "torch", "transformers", "numpy", "pandas", "scikit-learn", "papermill", "jupyter-book")
+
+
+def jsonable(value: Any) -> Any:
+    """numpy/torch scalars and arrays, tuples and dicts -> plain JSON types."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return jsonable(value.tolist())
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def git_commit() -> str:
+    """HEAD of the checkout, with '+dirty' when tracked files differ; 'unknown' outside git."""
+    root = project_root()
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+                               capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the libraries a result depends on."""
+    out = {}
+    for name in LIBRARIES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def machine() -> dict[str, Any]:
+    """The machine a result was measured on."""
+    return {
+        "platform": platform.platform(),
+        "processor": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+    }
+
+
+class Results:
+    """Collects a notebook's tables and claims; `finish()` writes them all at once, replacing the old run's."""
+
+    def __init__(self, cfg: NotebookConfig, notebook: str | None = None):
+        self.cfg = cfg
+        self.notebook = notebook or cfg.NOTEBOOK
+        self.dir = resolve_path(cfg.results_dir) / cfg.profile / self.notebook
+        self.started = time.time()
+        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.tables: dict[str, pd.DataFrame] = {}
+        self.claims: dict[str, dict[str, Any]] = {}
+
+    def table(self, name: str, df: pd.DataFrame) -> pd.DataFrame:
+        """Keep a table to be written as <name>.csv; returns it for display."""
+        self.tables[name] = df
+        return df
+
+    def claim(self, claim_id: str, value: Any, per_seed: list[Any] | None = None, **extra: Any) -> None:
+        """Record the measured value (and per-seed values) for a claim id of the paper's claims file."""
+        check_ids([claim_id])
+        entry = {"value": jsonable(value)}
+        if per_seed is not None:
+            entry["per_seed"] = jsonable(per_seed)
+        entry.update(jsonable(extra))
+        self.claims[claim_id] = entry
+
+    def provenance(self) -> dict[str, Any]:
+        """Profile, seeds, parameters, commit, library versions, start time, wall seconds, machine."""
+        return {
+            "notebook": self.notebook,
+            "profile": self.cfg.profile,
+            "seeds": self.cfg.seeds,
+            "parameters": jsonable(self.cfg.asdict()),
+            "git_commit": git_commit(),
+            "libraries": library_versions(),
+            "started_at": self.started_at,
+            "wall_seconds": round(time.time() - self.started, 2),
+            "machine": machine(),
+        }
+
+    def finish(self) -> Path:
+        """Write every table and claims.json to a fresh folder, then swap it in place of the old one."""
+        parent = self.dir.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = parent / f".{self.notebook}.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        for name, df in self.tables.items():
+            df.to_csv(staging / f"{name}.csv", index=not isinstance(df.index, pd.RangeIndex))
+        doc = {"claims": self.claims, "provenance": self.provenance()}
+        (staging / "claims.json").write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        old = parent / f".{self.notebook}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if self.dir.exists():
+            os.replace(self.dir, old)
+        os.replace(staging, self.dir)
+        shutil.rmtree(old, ignore_errors=True)
+        self.written = doc
+        return self.dir
+
+    def provenance_markdown(self) -> str:
+        """A small MyST admonition with the provenance finish() wrote (profile, seeds, commit, wall time)."""
+        p = self.written["provenance"] if hasattr(self, "written") else self.provenance()
+        m = p["machine"]
+        where = self.dir.relative_to(project_root()) if self.dir.is_relative_to(project_root()) else self.dir
+        return (
+            "```{admonition} Provenance\n:class: note\n"
+            f"Profile **{p['profile']}**, seeds {p['seeds']}, commit `{p['git_commit'][:12]}`, "
+            f"started {p['started_at']}, wall time {p['wall_seconds']:.0f} s on {m['processor']} "
+            f"({m['cpu_count']} CPUs, torch {p['libraries']['torch']}). "
+            f"Result files: `{where}/`.\n```"
+        )
+
+
+def read_claims(path: str | os.PathLike) -> dict[str, Any]:
+    """A claims.json as written by Results.finish()."""
+    return json.loads(Path(path).read_text())

@@ -1,0 +1,106 @@
+"""Execute notebooks (validate parameters -> jupytext -> papermill) and build the book (jupyter-book, strict)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+from .config import NOTEBOOKS, PROFILES, ParameterError, config_for
+from .runtime import project_root
+
+BOOK_FILES = ("_config.yml", "_toc.yml")
+
+
+def stage_dir(profile: str) -> Path:
+    """The book source folder a profile's executed notebooks go to: the repo for full, _build/smoke for smoke."""
+    if profile not in PROFILES:
+        raise ParameterError(f"unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
+    root = project_root()
+    return root if profile == "full" else root / "_build" / profile
+
+
+def parse_params(notebook: str, pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """Command-line `-p name value` pairs -> typed parameters, validated against the notebook's config."""
+    cls = config_for(notebook)
+    params = {name: cls.coerce(name, text) for name, text in pairs}
+    cls.from_params(**params)  # full validation, range checks included, before any kernel starts
+    return params
+
+
+def source_of(notebook: str) -> Path:
+    """The py:percent source of a notebook."""
+    path = project_root() / "notebooks" / f"{notebook}.py"
+    if not path.exists():
+        raise FileNotFoundError(f"notebook source {path} is missing")
+    return path
+
+
+def execute(notebook: str, params: dict[str, Any], output: Path | None = None, progress: bool = True) -> Path:
+    """Run one notebook with papermill; the executed copy replaces `output` only if the run succeeds."""
+    import jupytext
+    import papermill as pm
+
+    cls = config_for(notebook)
+    cfg = cls.from_params(**params)
+    output = Path(output) if output else stage_dir(cfg.profile) / "book" / f"{notebook}.ipynb"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    nb = jupytext.read(source_of(notebook))
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / f"{notebook}.ipynb"
+        jupytext.write(nb, src)
+        partial = output.with_name(f".{output.stem}.running.ipynb")
+        start = time.time()
+        try:
+            pm.execute_notebook(str(src), str(partial), parameters=params, kernel_name="python3",
+                                cwd=str(project_root()), progress_bar=progress, log_output=False)
+        except pm.PapermillExecutionError as err:
+            failed = output.with_name(f"{output.stem}.failed.ipynb")
+            os.replace(partial, failed)
+            raise RuntimeError(f"{notebook} failed in cell {err.exec_count}: {err.ename}: {err.evalue} "
+                               f"(executed notebook kept at {failed})") from None
+    os.replace(partial, output)
+    print(f"{notebook}: executed in {time.time() - start:.0f} s -> {output}", file=sys.stderr)
+    return output
+
+
+def stage_book(profile: str) -> Path:
+    """Make the profile's book source folder: for smoke, a copy of the book's pages and config."""
+    stage = stage_dir(profile)
+    root = project_root()
+    if stage != root:
+        (stage / "book").mkdir(parents=True, exist_ok=True)
+        for name in BOOK_FILES:
+            shutil.copy2(root / name, stage / name)
+        for page in (root / "book").iterdir():
+            if page.suffix != ".ipynb" and not page.name.startswith("."):
+                dest = stage / "book" / page.name
+                shutil.copytree(page, dest, dirs_exist_ok=True) if page.is_dir() else shutil.copy2(page, dest)
+    return stage
+
+
+def build_html(stage: Path) -> Path:
+    """Strict jupyter-book build (nitpicky, warnings are errors) of a staged book; returns index.html."""
+    jb = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(stage), "--all", "-W", "-n", "--keep-going"]
+    proc = subprocess.run(cmd)
+    if proc.returncode:
+        raise RuntimeError(f"jupyter-book build of {stage} failed (exit {proc.returncode}); see the warnings above")
+    return stage / "_build" / "html" / "index.html"
+
+
+def build_book(profile: str = "full", execute_notebooks: bool = True, progress: bool = True) -> Path:
+    """Execute every notebook with the profile, then build the HTML strictly; returns index.html."""
+    stage = stage_book(profile)
+    if execute_notebooks:
+        for notebook in NOTEBOOKS:
+            execute(notebook, {"profile": profile}, progress=progress)
+    missing = [n for n in NOTEBOOKS if not (stage / "book" / f"{n}.ipynb").exists()]
+    if missing:
+        raise FileNotFoundError(f"executed notebooks missing in {stage / 'book'}: {', '.join(missing)}; run without --no-execute")
+    return build_html(stage)

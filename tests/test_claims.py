@@ -1,0 +1,34 @@
+from pathlib import Path
+
+import pytest
+
+from redlib.claims import bound_verdict, check_ids, claims_path, load_claims
+from redlib.runtime import project_root
+
+SHARED = project_root().parent / "shared" / "paper" / "paper_claims.yaml"
+
+
+@pytest.mark.skipif(not SHARED.exists(), reason="the paper's shared folder is not beside this checkout")
+def test_repository_copy_matches_the_papers_claims_file():
+    assert claims_path().read_text() == SHARED.read_text()
+
+
+def test_claims_are_indexed_by_id_with_their_group():
+    claims = load_claims()
+    assert claims["toy.mlp.average_collapse"]["group"] == "toy"
+    assert claims["t1.red.acc"]["paper"] == pytest.approx(0.9725)
+    with pytest.raises(KeyError, match="nope"):
+        check_ids(["toy.linear.weights", "nope"])
+
+
+@pytest.mark.parametrize(
+    "per_seed, expected",
+    [([1.0, 1.0], "holds"), ([1.0, 0.99], "partly"), ([0.5, 0.9], "does not hold"), ([], "does not hold")],
+)
+def test_bound_verdict(per_seed, expected):
+    assert bound_verdict(per_seed, 1.0, 1.0) == expected
+
+
+def test_bound_verdict_tolerance():
+    assert bound_verdict([0.075], 0.0, 0.07, tol=0.01) == "holds"
+    assert bound_verdict([0.075], 0.0, 0.07) == "does not hold"

@@ -1,0 +1,68 @@
+import ast
+
+import jupytext
+import pytest
+
+from redlib.config import NOTEBOOKS, ParameterError, ToyConfig, config_for
+from redlib.runtime import project_root
+
+
+def test_profile_defaults_fill_none_fields():
+    smoke, full = ToyConfig.from_params(profile="smoke"), ToyConfig.from_params(profile="full")
+    assert smoke.n_seeds == ToyConfig.PROFILE_DEFAULTS["smoke"]["n_seeds"]
+    assert full.max_epochs == ToyConfig.PROFILE_DEFAULTS["full"]["max_epochs"]
+    assert ToyConfig.from_params(profile="smoke", n_seeds=7).n_seeds == 7
+    assert ToyConfig.from_params(profile="full", seed=3, n_seeds=2).seeds == [3, 4]
+
+
+@pytest.mark.parametrize(
+    "params, words",
+    [
+        ({"sed": 3}, ["unknown parameter 'sed'", "allowed:", "seed", "profile"]),
+        ({"seed": "three"}, ["'seed'", "must be int"]),
+        ({"seed": True}, ["'seed'", "must be int"]),
+        ({"lr": "fast"}, ["'lr'", "must be float"]),
+        ({"profile": "fulll"}, ["unknown profile 'fulll'", "smoke, full"]),
+        ({"device": "gpu"}, ["unknown device 'gpu'", "cpu"]),
+        ({"n_seeds": 0}, ["'n_seeds'", ">= 1"]),
+        ({"virtual_batch": 50, "batch_size": 32}, ["multiple of 'batch_size'"]),
+    ],
+)
+def test_bad_parameters_give_one_line_errors(params, words):
+    with pytest.raises(ParameterError) as err:
+        ToyConfig.from_params(**params)
+    msg = str(err.value)
+    assert "\n" not in msg
+    for w in words:
+        assert w in msg
+
+
+def test_coerce_command_line_strings():
+    assert ToyConfig.coerce("seed", "3") == 3
+    assert ToyConfig.coerce("lr", "1e-3") == pytest.approx(1e-3)
+    assert ToyConfig.coerce("n_seeds", "None") is None
+    assert ToyConfig.coerce("profile", "smoke") == "smoke"
+    with pytest.raises(ParameterError, match="must be int"):
+        ToyConfig.coerce("seed", "3.5")
+    with pytest.raises(ParameterError, match="unknown parameter"):
+        ToyConfig.coerce("nope", "1")
+
+
+def test_unknown_notebook():
+    with pytest.raises(ParameterError, match="allowed: toy_experiments"):
+        config_for("toys")
+
+
+@pytest.mark.parametrize("notebook", list(NOTEBOOKS))
+def test_parameters_cell_mirrors_config(notebook):
+    """The notebook's `parameters` cell assigns exactly the config's fields, with the config's defaults."""
+    nb = jupytext.read(project_root() / "notebooks" / f"{notebook}.py")
+    cells = [c for c in nb.cells if "parameters" in c.metadata.get("tags", [])]
+    assert len(cells) == 1
+    assigned = {}
+    for node in ast.parse(cells[0].source).body:
+        assert isinstance(node, ast.Assign)
+        assigned[node.targets[0].id] = ast.literal_eval(node.value)
+    cls = config_for(notebook)
+    assert list(assigned) == cls.param_names()
+    assert assigned == {n: getattr(cls, n) for n in cls.param_names()}

@@ -1,0 +1,53 @@
+import pytest
+import torch
+from torch import nn
+
+from redlib.store import Store, state_equal
+
+
+def trainer(calls):
+    def train(model):
+        calls.append(1)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p))
+        return {"epochs": 3}
+    return train
+
+
+def test_cached_stage_is_loaded_bit_exact_and_not_retrained(tmp_path):
+    store, calls, key = Store(tmp_path), [], {"seed": 0, "lr": 0.1}
+    first = nn.Linear(4, 2)
+    meta = store.module("toy/x", key, first, trainer(calls))
+    second = nn.Linear(4, 2)
+    meta2 = store.module("toy/x", key, second, trainer(calls))
+    assert len(calls) == 1 and meta["cached"] is False and meta2 == {"epochs": 3, "cached": True}
+    assert state_equal(first, second)
+
+
+def test_other_configuration_is_a_miss(tmp_path):
+    store, calls = Store(tmp_path), []
+    store.module("toy/x", {"seed": 0}, nn.Linear(2, 1), trainer(calls))
+    store.module("toy/x", {"seed": 1}, nn.Linear(2, 1), trainer(calls))
+    assert len(calls) == 2
+
+
+def test_corrupt_entry_is_detected_and_rebuilt(tmp_path):
+    store, calls, key = Store(tmp_path), [], {"seed": 0}
+    store.module("toy/x", key, nn.Linear(2, 1), trainer(calls))
+    path = store.path("toy/x", key)
+    path.write_bytes(path.read_bytes()[: len(path.read_bytes()) // 2])  # truncated file
+    with pytest.warns(UserWarning, match="unusable"):
+        store.module("toy/x", key, nn.Linear(2, 1), trainer(calls))
+    assert len(calls) == 2 and store.load("toy/x", key) is not None
+
+
+def test_mismatched_entry_is_detected(tmp_path):
+    store, key = Store(tmp_path), {"seed": 0}
+    other = store.save("toy/x", {"seed": 99}, {"w": torch.ones(2)})
+    other.rename(store.path("toy/x", key))  # an entry filed under the wrong key
+    with pytest.warns(UserWarning, match="does not match"):
+        assert store.load("toy/x", key) is None
+    tensors, meta = store.tensors("toy/x", key, lambda: ({"w": torch.zeros(2)}, {"made": True}))
+    assert torch.equal(tensors["w"], torch.zeros(2)) and meta == {"made": True}
+    assert torch.equal(store.load("toy/x", key)[0]["w"], torch.zeros(2))

@@ -1,0 +1,66 @@
+import pandas as pd
+import torch
+
+from redlib import toy
+from redlib.combiners import OutputMixture, average_parameters
+from redlib.config import ToyConfig
+from redlib.experts import LinearExpert, MLPExpert
+from redlib.store import Store
+
+
+def test_grid_and_domains():
+    g = toy.grid()
+    assert g.x.shape == (10_000, 2) and g.y.shape == (10_000, 1)
+    dom = toy.domain_of(g.a, g.b)
+    assert [(dom == i).sum().item() for i in range(5)] == [400] * 5
+    assert (dom == -1).sum().item() == 8_000
+    assert toy.domain_of(torch.tensor([20, 21, 100]), torch.tensor([1, 40, 81])).tolist() == [0, 1, 4]
+
+
+def test_correctness_is_rounding_to_the_sum():
+    d = toy.ToyData(torch.tensor([10, 10, 10]), torch.tensor([20, 20, 20]))
+    y_hat = torch.tensor([[30.4 / 200], [29.6 / 200], [30.6 / 200]])
+    assert toy.correct(y_hat, d).tolist() == [True, True, False]
+    assert toy.abs_error(y_hat, d).tolist() == pytest_approx([0.4, 0.4, 0.6])
+
+
+def pytest_approx(v):
+    import pytest
+
+    return pytest.approx(v, abs=1e-4)
+
+
+def test_exact_base_is_perfect_everywhere():
+    ev = toy.evaluate({"base": toy.exact_base()})
+    assert (ev["accuracy"] == 1.0).all() and ev["n"].sum() == 10_000
+
+
+def test_averaging_identical_experts_changes_nothing():
+    torch.manual_seed(0)
+    m = MLPExpert(hidden=8)
+    x = torch.rand(50, 2)
+    assert torch.allclose(average_parameters([m, m, m])(x), m(x), atol=1e-6)
+    assert torch.allclose(OutputMixture([m, m])(x), m(x), atol=1e-6)
+
+
+def test_trained_linear_expert_beats_chance(tmp_path):
+    """A short run on D1 fits its domain far better than the untrained expert and heads for w = [0.5, 0.5]."""
+    cfg = ToyConfig.from_params(profile="smoke", max_epochs=300, patience=300)
+    g = toy.grid()
+    d1 = g.subset(torch.nonzero(toy.domain_of(g.a, g.b) == 0).squeeze(1))
+    torch.manual_seed(0)
+    untrained = LinearExpert()
+    before = toy.correct(untrained(d1.x), d1).float().mean().item()
+    model = LinearExpert()
+    model.load_state_dict(untrained.state_dict())
+    meta = toy.train_on(model, d1, cfg, 0, Store(tmp_path), "linear", "test")
+    after = toy.correct(model(d1.x), d1).float().mean().item()
+    assert meta["cached"] is False and after > 0.9 > before
+    assert torch.allclose(model.weight, torch.tensor([[0.5, 0.5]]), atol=0.05)
+
+
+def test_worst_and_best_domain_ignore_off_domain_points():
+    ev = pd.DataFrame({"seed": [0, 0, 0], "model": ["m"] * 3, "domain": ["D1 [1,20]", "D2 [21,40]", "off-domain"],
+                       "accuracy": [0.5, 0.9, 0.0]})
+    assert toy.worst_domain(ev, ["m"]).tolist() == [0.5]
+    assert toy.best_domain(ev, ["m"]).tolist() == [0.9]

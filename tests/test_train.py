@@ -1,0 +1,56 @@
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from redlib.store import state_equal
+from redlib.train import TrainConfig, evaluate_loss, fit
+
+
+def mse(model, batch):
+    x, y = batch
+    return F.mse_loss(model(x), y)
+
+
+def test_early_stopping_restores_best_state():
+    """Validation targets oppose the training targets, so validation loss rises after a while: the best state must win."""
+    torch.manual_seed(0)
+    x = torch.linspace(-1, 1, 64).unsqueeze(1)
+    model = nn.Linear(1, 1)
+    with torch.no_grad():
+        model.weight.fill_(-1.0)
+        model.bias.zero_()
+    cfg = TrainConfig(lr=0.05, weight_decay=0.0, batch_size=16, virtual_batch=16, max_epochs=200, patience=5)
+    res = fit(model, mse, (x, 2 * x), (x, -0.5 * x), cfg)
+    val = [h["val_loss"] for h in res.history]
+    assert res.stopped_early and len(val) < cfg.max_epochs
+    assert res.best_epoch == val.index(min(val)) < len(val) - 1
+    assert val[-1] > min(val)
+    # the model holds the best epoch's weights, not the last epoch's
+    assert evaluate_loss(model, mse, (x, -0.5 * x)) == min(val) == res.best_val_loss
+
+
+def test_virtual_batch_accumulates_like_one_large_batch():
+    torch.manual_seed(1)
+    x, y = torch.randn(64, 3), torch.randn(64, 1)
+    a, b = nn.Linear(3, 1), nn.Linear(3, 1)
+    b.load_state_dict(a.state_dict())
+    common = dict(lr=0.01, weight_decay=0.0, max_epochs=3, patience=10, seed=4)
+    fit(a, mse, (x, y), (x, y), TrainConfig(batch_size=8, virtual_batch=32, **common))
+    fit(b, mse, (x, y), (x, y), TrainConfig(batch_size=32, virtual_batch=32, **common))
+    for pa, pb in zip(a.parameters(), b.parameters()):
+        assert torch.allclose(pa, pb, atol=1e-6)
+
+
+def test_fit_is_reproducible_and_trains_only_unfrozen_parameters():
+    x = torch.randn(100, 2, generator=torch.Generator().manual_seed(0))
+    y = x.sum(1, keepdim=True)
+    models = []
+    for _ in range(2):
+        torch.manual_seed(2)
+        m = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1))
+        m[0].requires_grad_(False)
+        frozen = m[0].weight.clone()
+        fit(m, mse, (x, y), (x, y), TrainConfig(lr=1e-2, max_epochs=5, batch_size=10, virtual_batch=20))
+        assert torch.equal(m[0].weight, frozen)
+        models.append(m)
+    assert state_equal(*models)
