@@ -52,6 +52,8 @@ class NotebookConfig:
     # Values that `None` fields take, per profile; each subclass fills this.
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {p: {} for p in PROFILES}
     NOTEBOOK: ClassVar[str] = ""
+    # Parameters restricted to a set of values (beyond `profile`), checked with the types.
+    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {}
 
     @classmethod
     def param_names(cls) -> list[str]:
@@ -78,6 +80,12 @@ class NotebookConfig:
                 raise ParameterError(
                     f"parameter {name!r} of {cls.NOTEBOOK} must be {_type_name(types_[name])}, "
                     f"got {value!r} ({type(value).__name__})"
+                )
+        for name, allowed in cls.CHOICES.items():
+            value = params.get(name)
+            if value is not None and value not in allowed:
+                raise ParameterError(
+                    f"unknown value {value!r} for parameter {name!r} of {cls.NOTEBOOK}; allowed: {', '.join(map(str, allowed))}"
                 )
         profile = params.get("profile", cls.profile)
         if profile not in PROFILES:
@@ -177,9 +185,66 @@ class ToyConfig(NotebookConfig):
             raise ParameterError(f"parameter 'lr' must be > 0, got {self.lr}")
 
 
+@dataclass
+class Task1Config(NotebookConfig):
+    """Arithmetic Task 1 (addition): backbone stage, range experts, routers, RED and the four baselines."""
+
+    n_seeds: int | None = None
+    backbone: str = "embedded"
+    k_trainable: int = 2
+    split: str = "pairs"
+    splits_reported: str | None = None
+    dataset_size: str | None = None
+    operand_min: int = 1
+    operand_max: int = 50
+    n_templates: int = 1
+    backbone_fraction: float = 0.1
+    lr: float = 1e-4
+    head_lr: float = 1e-3
+    weight_decay: float = 0.01
+    batch_size: int = 16
+    virtual_batch: int = 64
+    max_epochs: int | None = None
+    patience: int = 3
+    expert_hidden: int = 256
+    router_hidden: int = 256
+    rank_divisor: int = 4
+    code_scale: float = 0.1
+
+    NOTEBOOK: ClassVar[str] = "task1_addition"
+    SIZES: ClassVar[dict[str, tuple[int, int, int]]] = {
+        "final": (64_000, 8_000, 8_000), "first": (20_000, 2_500, 2_500), "tiny": (2_000, 250, 250)}
+    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {
+        "split": ("pairs", "iid"), "splits_reported": ("pairs", "iid", "pairs,iid"), "dataset_size": tuple(SIZES)}
+    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 2, "splits_reported": "pairs,iid"},
+        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "splits_reported": "pairs,iid"},
+    }
+
+    def check(self) -> None:
+        super().check()
+        for name in ("n_seeds", "max_epochs", "patience", "batch_size", "virtual_batch", "rank_divisor", "n_templates"):
+            if getattr(self, name) < 1:
+                raise ParameterError(f"parameter {name!r} must be >= 1, got {getattr(self, name)}")
+        if self.virtual_batch % self.batch_size:
+            raise ParameterError(
+                f"parameter 'virtual_batch' ({self.virtual_batch}) must be a multiple of 'batch_size' ({self.batch_size})"
+            )
+        if not 0 < self.backbone_fraction <= 1:
+            raise ParameterError(f"parameter 'backbone_fraction' must be in (0, 1], got {self.backbone_fraction}")
+        if self.k_trainable < 0:
+            raise ParameterError(f"parameter 'k_trainable' must be >= 0, got {self.k_trainable}")
+
+    @property
+    def split_list(self) -> list[str]:
+        """The splits this run measures, the main `split` first."""
+        return [self.split] + [s for s in str(self.splits_reported).split(",") if s != self.split]
+
+
 # Every notebook of the book, in reading order, with the config its parameters cell mirrors.
 NOTEBOOKS: dict[str, type[NotebookConfig]] = {
     "toy_experiments": ToyConfig,
+    "task1_addition": Task1Config,
 }
 
 
@@ -191,4 +256,4 @@ def config_for(notebook: str) -> type[NotebookConfig]:
         raise ParameterError(f"unknown notebook {notebook!r}; allowed: {', '.join(NOTEBOOKS)}") from None
 
 
-__all__ = ["PROFILES", "ParameterError", "NotebookConfig", "ToyConfig", "NOTEBOOKS", "config_for"]
+__all__ = ["PROFILES", "ParameterError", "NotebookConfig", "ToyConfig", "Task1Config", "NOTEBOOKS", "config_for"]

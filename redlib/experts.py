@@ -40,3 +40,35 @@ class BasePlusResidual(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.base(x) + self.residual(x)
+
+
+class HeadExpert(nn.Sequential):
+    """A classifier expert on pooled features: d -> hidden -> C (or a linear d -> C when hidden is 0)."""
+
+    def __init__(self, d: int, n_classes: int, hidden: int = 256):
+        layers = [nn.Linear(d, hidden), nn.GELU(), nn.Linear(hidden, n_classes)] if hidden else [nn.Linear(d, n_classes)]
+        super().__init__(*layers)
+
+
+class LowRankResidual(nn.Module):
+    """The paper's RED expert: Delta h = V sigma(U h), U: d -> r, V: r -> d; V starts at zero so Delta h starts at 0."""
+
+    def __init__(self, d: int, rank: int):
+        super().__init__()
+        self.U, self.V = nn.Linear(d, rank), nn.Linear(rank, d)
+        nn.init.zeros_(self.V.weight)
+        nn.init.zeros_(self.V.bias)
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.V(nn.functional.gelu(self.U(h)))
+
+
+class LowRankLogits(nn.Module):
+    """The released code's expert: logits B A h with no nonlinearity, A: d -> r, B: r -> C."""
+
+    def __init__(self, d: int, rank: int, n_classes: int):
+        super().__init__()
+        self.A, self.B = nn.Linear(d, rank, bias=False), nn.Linear(rank, n_classes)
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.B(self.A(h))

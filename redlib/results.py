@@ -20,6 +20,7 @@ import torch
 from .claims import check_ids
 from .config import NotebookConfig
 from .runtime import project_root, resolve_path
+from .store import Store
 
 LIBRARIES = ("redlib", "torch", "transformers", "numpy", "pandas", "scikit-learn", "papermill", "jupyter-book")
 
@@ -79,8 +80,9 @@ def machine() -> dict[str, Any]:
 class Results:
     """Collects a notebook's tables and claims; `finish()` writes them all at once, replacing the old run's."""
 
-    def __init__(self, cfg: NotebookConfig, notebook: str | None = None):
+    def __init__(self, cfg: NotebookConfig, notebook: str | None = None, store: Store | None = None):
         self.cfg = cfg
+        self.store = store
         self.notebook = notebook or cfg.NOTEBOOK
         self.dir = resolve_path(cfg.results_dir) / cfg.profile / self.notebook
         self.started = time.time()
@@ -114,6 +116,7 @@ class Results:
             "started_at": self.started_at,
             "wall_seconds": round(time.time() - self.started, 2),
             "machine": machine(),
+            "stages": {"loaded_from_cache": self.store.hits, "computed": self.store.misses} if self.store else None,
         }
 
     def finish(self) -> Path:
@@ -139,12 +142,13 @@ class Results:
     def provenance_markdown(self) -> str:
         """A small MyST admonition with the provenance finish() wrote (profile, seeds, commit, wall time)."""
         p = self.written["provenance"] if hasattr(self, "written") else self.provenance()
-        m = p["machine"]
+        m, st = p["machine"], p.get("stages")
+        cache = f" ({st['loaded_from_cache']} of {st['loaded_from_cache'] + st['computed']} trained stages loaded from cache)" if st else ""
         where = self.dir.relative_to(project_root()) if self.dir.is_relative_to(project_root()) else self.dir
         return (
             "```{admonition} Provenance\n:class: note\n"
             f"Profile **{p['profile']}**, seeds {p['seeds']}, commit `{p['git_commit'][:12]}`, "
-            f"started {p['started_at']}, wall time {p['wall_seconds']:.0f} s on {m['processor']} "
+            f"started {p['started_at']}, wall time {p['wall_seconds']:.0f} s{cache} on {m['processor']} "
             f"({m['cpu_count']} CPUs, torch {p['libraries']['torch']}). "
             f"Result files: `{where}/`.\n```"
         )

@@ -33,6 +33,7 @@ class Store:
 
     def __init__(self, root: str | os.PathLike | None = None):
         self.root = Path(root) if root is not None else cache_dir()
+        self.hits = self.misses = 0  # stages loaded vs computed through this Store, for provenance
 
     def path(self, kind: str, config: dict[str, Any]) -> Path:
         """Where the entry for (kind, config) lives."""
@@ -73,7 +74,9 @@ class Store:
         """Load (kind, config) if stored, else compute, store and return it."""
         hit = self.load(kind, config)
         if hit is not None:
+            self.hits += 1
             return hit
+        self.misses += 1
         tensors, meta = compute()
         self.save(kind, config, tensors, meta)
         return tensors, meta
@@ -87,9 +90,11 @@ class Store:
             state, meta = hit
             try:
                 model.load_state_dict(state)
+                self.hits += 1
                 return {**meta, "cached": True}
             except RuntimeError as err:
                 warnings.warn(f"cache entry {self.path(kind, config)} does not fit the model ({err}); retraining")
+        self.misses += 1
         meta = train(model)
         self.save(kind, config, model.state_dict(), meta)
         return {**meta, "cached": False}

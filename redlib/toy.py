@@ -221,3 +221,10 @@ def best_domain(evals: pd.DataFrame, models: list[str], metric: str = "accuracy"
     """Per seed, the highest `metric` over the five domains and the given models."""
     sel = evals[evals["model"].isin(models) & (evals["domain"] != "off-domain")]
     return sel.groupby("seed")[metric].max()
+
+
+def own_domain(evals: pd.DataFrame, models: list[str], metric: str = "accuracy") -> pd.Series:
+    """Per seed, the lowest `metric` of models[i] on domain i: each expert judged on its own domain only."""
+    home = evals["model"].map(dict(zip(models, DOMAIN_NAMES)))
+    sel = evals[home.notna() & (home == evals["domain"].astype(str))]
+    return sel.groupby("seed")[metric].min()

@@ -51,3 +51,10 @@ def test_mismatched_entry_is_detected(tmp_path):
     tensors, meta = store.tensors("toy/x", key, lambda: ({"w": torch.zeros(2)}, {"made": True}))
     assert torch.equal(tensors["w"], torch.zeros(2)) and meta == {"made": True}
     assert torch.equal(store.load("toy/x", key)[0]["w"], torch.zeros(2))
+
+
+def test_hits_and_misses_are_counted(tmp_path):
+    store, calls = Store(tmp_path), []
+    for _ in range(3):
+        store.module("toy/x", {"seed": 0}, nn.Linear(2, 1), trainer(calls))
+    assert (store.hits, store.misses) == (2, 1)

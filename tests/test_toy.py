@@ -64,3 +64,9 @@ def test_worst_and_best_domain_ignore_off_domain_points():
                        "accuracy": [0.5, 0.9, 0.0]})
     assert toy.worst_domain(ev, ["m"]).tolist() == [0.5]
     assert toy.best_domain(ev, ["m"]).tolist() == [0.9]
+
+
+def test_own_domain_pairs_each_expert_with_its_domain():
+    ev = pd.DataFrame({"seed": [0] * 4, "model": ["r1", "r1", "r2", "r2"],
+                       "domain": ["D1 [1,20]", "D2 [21,40]", "D2 [21,40]", "off-domain"], "accuracy": [0.9, 0.1, 0.8, 0.0]})
+    assert toy.own_domain(ev, ["r1", "r2"]).tolist() == [0.8]
