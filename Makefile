@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed-stamp
 # this machine's pip configuration points at local mirrors and warns about each; keep logs readable
 QUIET_PIP := grep -v "is ignored: it is neither a file nor a directory" || true
 
-.PHONY: install book test unit notebooks clean
+.PHONY: install book test unit notebooks bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ unit: $(STAMP)
 notebooks: $(STAMP)
 	$(PY) -m redlib book --profile smoke
 	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg _build/smoke/book/*.ipynb
+
+## make bench: speed and memory of the pipeline on this machine (long: it runs the full profile cold)
+bench: $(STAMP)
+	$(PY) -m redlib bench
 
 clean:
 	rm -rf _build cache results/smoke

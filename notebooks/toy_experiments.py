@@ -82,7 +82,7 @@ domain_table = pd.DataFrame(
     [{"domain": n, "a, b from": lo, "a, b to": hi, "points": (hi - lo + 1) ** 2, "sums a+b": f"{2 * lo}-{2 * hi}"}
      for n, (lo, hi) in zip(toy.DOMAIN_NAMES, toy.DOMAINS)]
 )
-domain_table
+plots.styled(domain_table, hide_index=True)
 
 # %% [markdown]
 # ## Experiment A: linear experts
@@ -200,6 +200,23 @@ plots.styled(sizes_c.groupby(["base", "expert"])[["max |r| own domain", "max |r|
 plots.prediction_curves(curves_c, "C: exact base + residual experts", bands=toy.DOMAINS);
 
 # %% [markdown]
+# ## The three experiments side by side
+#
+# Accuracy of each combined model on each domain; bars are the mean over seeds, whiskers one
+# standard deviation.
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy per domain of the combined models of experiments A, B and C (exact base), mean and standard deviation over seeds.", "name": "fig-toy-side-by-side"}, "image": {"alt": "Grouped bar chart of accuracy per domain for the averaged and mixed models"}}
+exact_c = evals_c[evals_c["base"] == "exact"]
+combined = pd.concat([
+    evals_a[evals_a["model"].isin(["parameter average", "output average"])].assign(model=lambda d: "A linear, " + d["model"]),
+    evals_b[evals_b["model"].isin(["parameter average", "output average"])].assign(model=lambda d: "B MLP, " + d["model"]),
+    exact_c[exact_c["model"] == "base + mix of all r"].assign(model="C base + mix of all r"),
+])
+plots.domain_bars(combined.astype({"domain": str}), x="domain", y="accuracy", hue="model",
+                  title="Combined models, accuracy per domain (mean and sd over seeds)");
+
+# %% [markdown]
+# (toy-claims)=
 # ## The paper's toy claims against our runs
 #
 # Each claim is measured per seed. Accuracy claims use the *worst* domain (a claim "on every
@@ -212,7 +229,6 @@ plots.prediction_curves(curves_c, "C: exact base + residual experts", bands=toy.
 WEIGHT_TOL = 0.01
 experts = [f"expert E{i + 1}" for i in range(len(toy.DOMAINS))]
 dev = (weights_a[["w1", "w2", "b"]] - [0.5, 0.5, 0.0]).abs().max(axis=1).groupby(weights_a["seed"]).max()
-exact_c = evals_c[evals_c["base"] == "exact"]
 singles = [f"base + r{i + 1}" for i in range(len(toy.DOMAINS))]
 mlp_avg = pd.concat([toy.best_domain(evals_b, ["parameter average"]), toy.best_domain(evals_b, ["output average"])], axis=1).max(axis=1)
 

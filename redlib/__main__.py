@@ -21,6 +21,14 @@ def _parser() -> argparse.ArgumentParser:
     book.add_argument("--profile", default="full", help=f"one of: {', '.join(PROFILES)} (default full)")
     book.add_argument("--no-execute", action="store_true", help="build from the already executed notebooks")
     sub.add_parser("params", help="list every notebook's parameters with their defaults")
+    export = sub.add_parser("export", help="write a Task 1 split as JSONL (question, answer, operands, range)")
+    export.add_argument("part", choices=["train", "val", "test"], help="which part of the split")
+    export.add_argument("--out", required=True, help="the JSONL file to write")
+    export.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="a task1_addition parameter (seed, split, dataset_size, operand_min, ...)")
+    bench = sub.add_parser("bench", help="measure the pipeline's speed and memory (results/bench/bench.json)")
+    bench.add_argument("--smoke", action="store_true", help="tiny sizes and one repetition: checks that the bench runs")
+    bench.add_argument("--out", default=None, help="output folder (default results/bench, or results/bench/smoke)")
     return ap
 
 
@@ -40,6 +48,23 @@ def main(argv: list[str] | None = None) -> int:
             runner.stage_dir(args.profile)  # validates the profile before anything runs
             index = runner.build_book(args.profile, execute_notebooks=not args.no_execute, progress=progress)
             print(f"book built: {index}")
+        elif args.command == "export":
+            from .arithmetic import make_task1, to_jsonl
+            from .config import Task1Config
+            from .task1 import spec_for
+
+            cfg = Task1Config.from_params(**runner.parse_params("task1_addition", args.parameter))
+            path = to_jsonl(make_task1(spec_for(cfg, cfg.seed, cfg.split))[args.part], args.out)
+            print(f"wrote {path}")
+        elif args.command == "bench":
+            from pathlib import Path
+
+            from .bench import run_bench
+            from .runtime import resolve_path
+
+            out = Path(args.out) if args.out else resolve_path("results/bench" + ("/smoke" if args.smoke else ""))
+            report = run_bench(out, smoke=args.smoke)
+            print(f"bench written: {out / 'bench.json'} ({report['bench_seconds']:.0f} s)")
         elif args.command == "params":
             from .config import config_for
 

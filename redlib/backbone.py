@@ -93,7 +93,9 @@ class Backbone(nn.Module):
     def __init__(self, name: str = EMBEDDED, k_trainable: int = 2, device: str | torch.device = "cpu"):
         super().__init__()
         from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as hf_logging
 
+        hf_logging.disable_progress_bar()
         path = resolve_backbone(name)
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         self.name, self.path = name, path
@@ -129,6 +131,11 @@ class Backbone(nn.Module):
         self.top_blocks().load_state_dict(self._top_init)
 
     @property
+    def device(self) -> torch.device:
+        """Where the backbone's weights live."""
+        return next(self.full.parameters()).device
+
+    @property
     def dim(self) -> int:
         """Hidden size d of the pooled features."""
         return self.full.config.hidden_size
@@ -138,9 +145,9 @@ class Backbone(nn.Module):
         return blocks_of(self.top)
 
     def tokenize(self, texts: list[str]) -> Tokens:
-        """Right-padded token ids and mask for a list of texts."""
+        """Right-padded token ids and mask for a list of texts, on the backbone's device."""
         enc = self.tokenizer(texts, padding=True, return_tensors="pt")
-        return Tokens(enc["input_ids"], enc["attention_mask"])
+        return Tokens(enc["input_ids"].to(self.device), enc["attention_mask"].to(self.device))
 
     @torch.no_grad()
     def prefix(self, tokens: Tokens, batch_size: int = 256) -> Tensor:

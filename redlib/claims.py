@@ -47,3 +47,16 @@ def bound_verdict(per_seed, low: float, high: float, tol: float = 0.0) -> str:
     if inside and all(inside):
         return "holds"
     return "partly" if any(inside) else "does not hold"
+
+
+def value_verdict(per_seed, paper: float, tol: float) -> str:
+    """A `value` claim: 'holds' when every seed is within tol of the paper's number, 'partly' when some are."""
+    return bound_verdict(per_seed, paper - tol, paper + tol)
+
+
+def order_verdict(per_seed_holds, mean_holds: bool) -> str:
+    """An `order` claim: 'holds' in every seed, 'partly' when it holds in the mean or in some seeds."""
+    per_seed_holds = list(per_seed_holds)
+    if per_seed_holds and all(per_seed_holds):
+        return "holds"
+    return "partly" if mean_holds or any(per_seed_holds) else "does not hold"

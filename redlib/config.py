@@ -139,6 +139,19 @@ class NotebookConfig:
         if self.seed < 0:
             raise ParameterError(f"parameter 'seed' must be >= 0, got {self.seed}")
 
+    def require_positive(self, *names: str) -> None:
+        """One-line error for the first of `names` below 1."""
+        for name in names:
+            if getattr(self, name) < 1:
+                raise ParameterError(f"parameter {name!r} must be >= 1, got {getattr(self, name)}")
+
+    def check_batches(self) -> None:
+        """The virtual batch must be a whole number of micro-batches."""
+        if self.virtual_batch % self.batch_size:
+            raise ParameterError(
+                f"parameter 'virtual_batch' ({self.virtual_batch}) must be a multiple of 'batch_size' ({self.batch_size})"
+            )
+
     @property
     def seeds(self) -> list[int]:
         """The seeds this run uses: `seed`, `seed+1`, ... (`n_seeds` of them where the config has it)."""
@@ -172,13 +185,8 @@ class ToyConfig(NotebookConfig):
 
     def check(self) -> None:
         super().check()
-        for name in ("n_seeds", "max_epochs", "patience", "batch_size", "virtual_batch", "hidden"):
-            if getattr(self, name) < 1:
-                raise ParameterError(f"parameter {name!r} must be >= 1, got {getattr(self, name)}")
-        if self.virtual_batch % self.batch_size:
-            raise ParameterError(
-                f"parameter 'virtual_batch' ({self.virtual_batch}) must be a multiple of 'batch_size' ({self.batch_size})"
-            )
+        self.require_positive("n_seeds", "max_epochs", "patience", "batch_size", "virtual_batch", "hidden")
+        self.check_batches()
         if not 0 < self.val_fraction < 1:
             raise ParameterError(f"parameter 'val_fraction' must be in (0, 1), got {self.val_fraction}")
         if self.lr <= 0:
@@ -200,11 +208,12 @@ class Task1Config(NotebookConfig):
     n_templates: int = 1
     backbone_fraction: float = 0.1
     lr: float = 1e-4
-    head_lr: float = 1e-3
+    head_lr: float = 1e-4
     weight_decay: float = 0.01
-    batch_size: int = 16
+    batch_size: int = 64
     virtual_batch: int = 64
     max_epochs: int | None = None
+    backbone_epochs: int | None = None
     patience: int = 3
     expert_hidden: int = 256
     router_hidden: int = 256
@@ -217,23 +226,25 @@ class Task1Config(NotebookConfig):
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {
         "split": ("pairs", "iid"), "splits_reported": ("pairs", "iid", "pairs,iid"), "dataset_size": tuple(SIZES)}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 2, "splits_reported": "pairs,iid"},
-        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "splits_reported": "pairs,iid"},
+        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "splits_reported": "pairs,iid"},
+        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "backbone_epochs": 10, "splits_reported": "pairs,iid"},
     }
 
     def check(self) -> None:
         super().check()
-        for name in ("n_seeds", "max_epochs", "patience", "batch_size", "virtual_batch", "rank_divisor", "n_templates"):
-            if getattr(self, name) < 1:
-                raise ParameterError(f"parameter {name!r} must be >= 1, got {getattr(self, name)}")
-        if self.virtual_batch % self.batch_size:
-            raise ParameterError(
-                f"parameter 'virtual_batch' ({self.virtual_batch}) must be a multiple of 'batch_size' ({self.batch_size})"
-            )
+        self.require_positive("n_seeds", "max_epochs", "backbone_epochs", "patience", "batch_size", "virtual_batch",
+                              "rank_divisor", "n_templates")
+        self.check_batches()
         if not 0 < self.backbone_fraction <= 1:
             raise ParameterError(f"parameter 'backbone_fraction' must be in (0, 1], got {self.backbone_fraction}")
         if self.k_trainable < 0:
             raise ParameterError(f"parameter 'k_trainable' must be >= 0, got {self.k_trainable}")
+        from .backbone import BackboneError, resolve_backbone  # file checks only: no model is loaded here
+
+        try:
+            resolve_backbone(self.backbone)
+        except BackboneError as err:
+            raise ParameterError(str(err)) from None
 
     @property
     def split_list(self) -> list[str]:
@@ -241,10 +252,43 @@ class Task1Config(NotebookConfig):
         return [self.split] + [s for s in str(self.splits_reported).split(",") if s != self.split]
 
 
+@dataclass
+class PageConfig(NotebookConfig):
+    """Pages that only read result files (ledger, front matter): profile, and where results live."""
+
+    NOTEBOOK: ClassVar[str] = "page"
+
+
+class LedgerConfig(PageConfig):
+    NOTEBOOK: ClassVar[str] = "claims_ledger"
+
+
+class PaperVsCodeConfig(PageConfig):
+    NOTEBOOK: ClassVar[str] = "paper_vs_code"
+
+
+class ReproduceConfig(PageConfig):
+    NOTEBOOK: ClassVar[str] = "reproduce"
+
+
+class BenchPageConfig(PageConfig):
+    NOTEBOOK: ClassVar[str] = "speed_and_memory"
+
+
+class IntroConfig(PageConfig):
+    NOTEBOOK: ClassVar[str] = "intro"
+
+
 # Every notebook of the book, in reading order, with the config its parameters cell mirrors.
 NOTEBOOKS: dict[str, type[NotebookConfig]] = {
     "toy_experiments": ToyConfig,
     "task1_addition": Task1Config,
+    # pages that read the results above: executed after them
+    "claims_ledger": LedgerConfig,
+    "paper_vs_code": PaperVsCodeConfig,
+    "reproduce": ReproduceConfig,
+    "speed_and_memory": BenchPageConfig,
+    "intro": IntroConfig,
 }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import time
@@ -90,10 +91,9 @@ class Results:
         self.tables: dict[str, pd.DataFrame] = {}
         self.claims: dict[str, dict[str, Any]] = {}
 
-    def table(self, name: str, df: pd.DataFrame) -> pd.DataFrame:
-        """Keep a table to be written as <name>.csv; returns it for display."""
+    def table(self, name: str, df: pd.DataFrame) -> None:
+        """Keep a table to be written as <name>.csv by finish()."""
         self.tables[name] = df
-        return df
 
     def claim(self, claim_id: str, value: Any, per_seed: list[Any] | None = None, **extra: Any) -> None:
         """Record the measured value (and per-seed values) for a claim id of the paper's claims file."""
@@ -115,6 +115,7 @@ class Results:
             "libraries": library_versions(),
             "started_at": self.started_at,
             "wall_seconds": round(time.time() - self.started, 2),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "machine": machine(),
             "stages": {"loaded_from_cache": self.store.hits, "computed": self.store.misses} if self.store else None,
         }

@@ -64,9 +64,23 @@ def execute(notebook: str, params: dict[str, Any], output: Path | None = None, p
             os.replace(partial, failed)
             raise RuntimeError(f"{notebook} failed in cell {err.exec_count}: {err.ename}: {err.evalue} "
                                f"(executed notebook kept at {failed})") from None
+    _hide_injected_parameters(partial)
     os.replace(partial, output)
     print(f"{notebook}: executed in {time.time() - start:.0f} s -> {output}", file=sys.stderr)
     return output
+
+
+def _hide_injected_parameters(path: Path) -> None:
+    """Pages whose parameters cell is tagged remove-cell get papermill's injected cell removed from the book too."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    tags = [c.metadata.get("tags", []) for c in nb.cells]
+    if any("parameters" in t and "remove-cell" in t for t in tags):
+        for cell, t in zip(nb.cells, tags):
+            if "injected-parameters" in t and "remove-cell" not in t:
+                cell.metadata["tags"] = [*t, "remove-cell"]
+        nbformat.write(nb, path)
 
 
 def stage_book(profile: str) -> Path:
@@ -91,7 +105,13 @@ def build_html(stage: Path) -> Path:
     proc = subprocess.run(cmd)
     if proc.returncode:
         raise RuntimeError(f"jupyter-book build of {stage} failed (exit {proc.returncode}); see the warnings above")
-    return stage / "_build" / "html" / "index.html"
+    from .linkcheck import broken_links
+
+    html = stage / "_build" / "html"
+    broken = broken_links(html)
+    if broken:
+        raise RuntimeError(f"{len(broken)} broken internal link(s) in {html}: " + "; ".join(broken[:10]))
+    return html / "index.html"
 
 
 def build_book(profile: str = "full", execute_notebooks: bool = True, progress: bool = True) -> Path:
@@ -104,3 +124,35 @@ def build_book(profile: str = "full", execute_notebooks: bool = True, progress: 
     if missing:
         raise FileNotFoundError(f"executed notebooks missing in {stage / 'book'}: {', '.join(missing)}; run without --no-execute")
     return build_html(stage)
+
+
+def parameter_docs(notebook: str) -> dict[str, str]:
+    """The comment after each assignment of a notebook's `parameters` cell, by parameter name."""
+    import jupytext
+
+    nb = jupytext.read(source_of(notebook))
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    docs = {}
+    for line in cell.source.splitlines():
+        name, _, rest = line.partition("=")
+        docs[name.strip()] = rest.partition("#")[2].strip()
+    return docs
+
+
+def parameter_table() -> "pd.DataFrame":
+    """Every parameter of every notebook: type, default, the smoke and full values, and its description."""
+    import pandas as pd
+
+    from .config import _type_name
+
+    rows = []
+    for notebook, cls in NOTEBOOKS.items():
+        docs, types_ = parameter_docs(notebook), cls.field_types()
+        for name in cls.param_names():
+            default = getattr(cls, name)
+            row = {"notebook": notebook, "parameter": name, "type": _type_name(types_[name]), "default": repr(default)}
+            for p in PROFILES:
+                row[f"{p} value"] = repr(cls.PROFILE_DEFAULTS[p].get(name, default)) if default is None else ""
+            row["allowed"] = ", ".join(map(str, cls.CHOICES.get(name, PROFILES if name == "profile" else ())))
+            rows.append({**row, "description": docs.get(name, "")})
+    return pd.DataFrame(rows)

@@ -40,10 +40,10 @@ def spec_for(cfg: Task1Config, seed: int, split: str) -> Task1Spec:
     return Task1Spec(cfg.operand_min, cfg.operand_max, cfg.n_templates, n_train, n_val, n_test, split, seed)
 
 
-def train_config(cfg: Task1Config, seed: int, desc: str, lr: float) -> TrainConfig:
+def train_config(cfg: Task1Config, seed: int, desc: str, lr: float, epochs: int | None = None) -> TrainConfig:
     """The fit-loop settings of a Task 1 stage."""
     return TrainConfig(lr=lr, weight_decay=cfg.weight_decay, batch_size=cfg.batch_size, virtual_batch=cfg.virtual_batch,
-                       max_epochs=cfg.max_epochs, patience=cfg.patience, seed=seed, desc=desc)
+                       max_epochs=epochs or cfg.max_epochs, patience=cfg.patience, seed=seed, desc=desc)
 
 
 def _digest(texts: list[str]) -> str:
@@ -96,27 +96,30 @@ def run_task1(cfg: Task1Config, seed: int, split: str, bb: Backbone, store: Stor
     texts = sorted(set().union(*(set(df["text"]) for df in data.values())))
     index = {t: i for i, t in enumerate(texts)}
     ids = {k: torch.tensor(df["text"].map(index).to_numpy()) for k, df in data.items()}
-    labels = {k: torch.as_tensor(df["label"].to_numpy()) for k, df in data.items()}
-    ranges = {k: torch.as_tensor(df["range"].to_numpy()) for k, df in data.items()}
+    labels = {k: torch.tensor(df["label"].to_numpy()) for k, df in data.items()}
+    ranges = {k: torch.tensor(df["range"].to_numpy()) for k, df in data.items()}
     tokens = bb.tokenize(texts)
     base_key = {"stage": STAGE_VERSION, "backbone": str(bb.path), "k": bb.k, "texts": _digest(texts)}
-    prefix = store.tensors("task1/prefix", base_key, lambda: ({"prefix": bb.prefix(tokens)}, {}))[0]["prefix"]
+    dev = bb.device
+    prefix = store.tensors("task1/prefix", base_key, lambda: ({"prefix": bb.prefix(tokens)}, {}))[0]["prefix"].to(dev)
     seconds["prefix cache"] = time.time() - t0
 
     # Stage 1: top-k blocks + global head on a fraction of train
     t0 = time.time()
     seed_everything(seed)
     bb.reset_top()
-    head = nn.Linear(bb.dim, N_CLASSES)
+    head = nn.Linear(bb.dim, N_CLASSES).to(dev)
     sub = subsample(pd.DataFrame({"i": ids["train"].numpy(), "y": labels["train"].numpy()}), cfg.backbone_fraction, seed)
-    tc1 = train_config(cfg, seed, "stage 1: top blocks + head", cfg.lr)
+    tc1 = train_config(cfg, seed, "stage 1: top blocks + head", cfg.lr, cfg.backbone_epochs)
     key1 = {**base_key, "data": asdict(spec), "fraction": cfg.backbone_fraction, "train": asdict(tc1)}
-    model1 = _Stage1(bb, head, prefix, tokens.attention_mask)
+    model1 = _Stage1(bb, head, prefix, tokens.attention_mask.to(dev))
     trainable = nn.ModuleDict({"top": bb.top_blocks(), "head": head})
 
     def train1(_: nn.Module) -> dict:
-        tr = (torch.as_tensor(sub["i"].to_numpy()), torch.as_tensor(sub["y"].to_numpy()))
-        res = fit(model1, _ce, tr, (ids["val"], labels["val"]), tc1)
+        tr = (torch.tensor(sub["i"].to_numpy()), torch.tensor(sub["y"].to_numpy()))
+        # validation repeats few distinct questions: score each once (the top blocks are the costly part)
+        val_ids, first = np.unique(ids["val"].numpy(), return_index=True)
+        res = fit(model1, _ce, tr, (torch.as_tensor(val_ids), labels["val"][first]), tc1)
         return {"best_epoch": res.best_epoch, "epochs_run": len(res.history)}
 
     store.module("task1/stage1", key1, trainable, train1)
@@ -129,10 +132,10 @@ def run_task1(cfg: Task1Config, seed: int, split: str, bb: Backbone, store: Stor
 
     @torch.no_grad()
     def pooled() -> tuple[dict[str, Tensor], dict]:
-        return {"h": torch.cat([bb.forward_top(prefix[s:s + 512], tokens.attention_mask[s:s + 512])
+        return {"h": torch.cat([bb.forward_top(prefix[s:s + 512], model1.mask[s:s + 512])
                                 for s in range(0, len(texts), 512)])}, {}
 
-    h_all = store.tensors("task1/features", key1, pooled)[0]["h"]
+    h_all = store.tensors("task1/features", key1, pooled)[0]["h"].to(dev)
     feats = {k: h_all[v] for k, v in ids.items()}
     seconds["pooled features"] = time.time() - t0
     d, rank = bb.dim, max(1, bb.dim // cfg.rank_divisor)
@@ -148,6 +151,7 @@ def run_task1(cfg: Task1Config, seed: int, split: str, bb: Backbone, store: Stor
                       (feats["val"][pick("val")], targets["val"][pick("val")]), tc)
             return {"best_epoch": res.best_epoch, "epochs_run": len(res.history)}
 
+        model.to(dev)
         store.module("task1/" + name.split()[0], key, model, train)
         return model.requires_grad_(False).eval()
 
@@ -181,10 +185,8 @@ def run_task1(cfg: Task1Config, seed: int, split: str, bb: Backbone, store: Stor
     t0 = time.time()
     router4 = copy.deepcopy(router).requires_grad_(True)
     red4 = ResidualMixture([copy.deepcopy(r).requires_grad_(True) for r in residuals], head)
-    joint = nn.ModuleDict({"residuals": red4.residuals, "router": router4})
     train_module("joint stage 4", _Joint(red4, router4), lambda m, b: F.cross_entropy(m(b[0]), b[1]), None, labels,
-                 {"rank": rank, "from_router": True})
-    joint.requires_grad_(False)
+                 {"rank": rank, "from_router": True})  # a router of another width fails to load and is retrained
     seconds["stage 4 (joint tuning)"] = time.time() - t0
     return Task1Run(seed, split, data, feats, head, experts, residuals, code_experts, router, red4, router4,
                     cfg.code_scale, seconds)
@@ -205,20 +207,19 @@ class _Joint(nn.Module):
 def predict(run: Task1Run, split: str = "test") -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
     """Predicted labels (and routing weights where a method routes) of every method on a split."""
     h = run.features[split]
-    true_range = torch.as_tensor(run.data[split]["range"].to_numpy())
+    true_range = torch.tensor(run.data[split]["range"].to_numpy())
     mix = ProbMixture(run.experts)
     alpha = run.router(h)
     alphas = {"oracle experts": F.one_hot(true_range, K).float(), "uniform averaging": torch.full((len(h), K), 1 / K),
               "softmax MoE": alpha}
-    out: dict[str, tuple[np.ndarray, np.ndarray | None]] = {"global head": (run.head(h).argmax(-1).numpy(), None)}
+    probs = {"global head": (run.head(h).softmax(-1), None)}
     for name, a in alphas.items():
-        out[name] = (mix(h, a).argmax(-1).numpy(), a.numpy())
-    out["RED"] = (ResidualMixture(run.residuals, run.head)(h, alpha).argmax(-1).numpy(), alpha.numpy())
+        probs[name] = (mix(h, a.to(h.device)), a)
+    probs["RED"] = (ResidualMixture(run.residuals, run.head)(h, alpha), alpha)
     a4 = run.router4(h)
-    out["RED stage 4"] = (run.red4(h, a4).argmax(-1).numpy(), a4.numpy())
-    out["RED code variant"] = (LogitMixture(run.code_experts, run.head, run.code_scale)(h, alpha).argmax(-1).numpy(),
-                               alpha.numpy())
-    return out
+    probs["RED stage 4"] = (run.red4(h, a4), a4)
+    probs["RED code variant"] = (LogitMixture(run.code_experts, run.head, run.code_scale)(h, alpha), alpha)
+    return {k: (p.argmax(-1).cpu().numpy(), None if a is None else a.cpu().numpy()) for k, (p, a) in probs.items()}
 
 
 def score(run: Task1Run, split: str = "test") -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -243,6 +244,55 @@ def router_accuracy(run: Task1Run) -> pd.DataFrame:
     """The router's own range-classification accuracy on train, val and test."""
     rows = []
     for split in ("train", "val", "test"):
-        pred = run.router(run.features[split]).argmax(-1).numpy()
+        pred = run.router(run.features[split]).argmax(-1).cpu().numpy()
         rows.append({"split_part": split, "router_accuracy": accuracy(run.data[split]["range"].to_numpy(), pred)})
     return pd.DataFrame(rows).assign(seed=run.seed, split=run.split)
+
+
+@torch.no_grad()
+def case_study(run: Task1Run, bb: Backbone, queries: list[str]) -> pd.DataFrame:
+    """Router weights and each routed method's answer for a few hand-picked questions (call right after run_task1)."""
+    h = bb(bb.tokenize(queries)).to(run.head.weight.device)
+    alpha = run.router(h)
+    answers = {"global head": run.head(h), "softmax MoE": ProbMixture(run.experts)(h, alpha),
+               "RED": ResidualMixture(run.residuals, run.head)(h, alpha)}
+    rows = []
+    for j, q in enumerate(queries):
+        row = {"query": q, **{f"alpha {RANGE_NAMES[i].split()[0]}": float(alpha[j, i]) for i in range(K)}}
+        row |= {f"{m} answer": int(v[j].argmax()) + 2 for m, v in answers.items()}
+        rows.append(row)
+    return pd.DataFrame(rows).assign(seed=run.seed, split=run.split)
+
+
+# Qwen3-0.6B's published shape, for counting parameters from the configuration alone (no weights).
+QWEN3_0_6B = {"vocab_size": 151_936, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
+              "num_attention_heads": 16, "num_key_value_heads": 8, "head_dim": 128, "tie_word_embeddings": True}
+
+
+def _count(module: nn.Module) -> int:
+    return sum(p.numel() for p in module.parameters())
+
+
+def parameter_cost(bb: Backbone, cfg: Task1Config, query: str) -> pd.DataFrame:
+    """Parameters of RED's residuals + router vs the backbone and the MoE's experts; router vs backbone compute."""
+    from transformers import Qwen3Config, Qwen3Model
+
+    with torch.device("meta"):
+        qwen = Qwen3Model(Qwen3Config(**QWEN3_0_6B))
+    tokens = int(bb.tokenize([query]).attention_mask.sum())
+    shapes = [(f"{cfg.backbone} ({type(bb.full).__name__})", bb.dim, bb.full, bb.full.get_input_embeddings()),
+              ("Qwen3-0.6B shape", QWEN3_0_6B["hidden_size"], qwen, qwen.get_input_embeddings())]
+    rows = []
+    for name, d, model, emb in shapes:
+        with torch.device("meta"):
+            residual = LowRankResidual(d, max(1, d // cfg.rank_divisor))
+            router = Router(d, K, cfg.router_hidden)
+            expert = HeadExpert(d, N_CLASSES, cfg.expert_hidden)
+        backbone, body = _count(model), _count(model) - _count(emb)
+        red = K * _count(residual) + _count(router)
+        router_macs = _count(router) - sum(m.out_features for m in router.modules() if isinstance(m, nn.Linear))
+        rows.append({"backbone": name, "d": d, "backbone parameters": backbone, "RED residuals + router": red,
+                     "RED share of backbone": red / backbone, "MoE experts": K * _count(expert),
+                     "MoE / RED expert parameters": (K * _count(expert)) / (K * _count(residual)),
+                     "router share of compute": router_macs / (body * tokens), "tokens per question": tokens})
+    return pd.DataFrame(rows)

@@ -49,12 +49,17 @@ def progress_enabled() -> bool:
     return setting == "1" or (setting == "auto" and not os.environ.get("CI"))
 
 
-def _batches(data: Batch, batch_size: int, order: Tensor | None = None):
+def _batches(data: Batch, batch_size: int, order: Tensor | None = None, device: torch.device | None = None):
     n = len(data[0])
     idx = order if order is not None else torch.arange(n)
     for start in range(0, n, batch_size):
         sel = idx[start : start + batch_size]
-        yield [t[sel] for t in data]
+        yield [t[sel].to(device) if device is not None else t[sel] for t in data]
+
+
+def _device_of(model: nn.Module) -> torch.device | None:
+    p = next(model.parameters(), None)
+    return p.device if p is not None else None
 
 
 @torch.no_grad()
@@ -62,7 +67,7 @@ def evaluate_loss(model: nn.Module, loss_fn: LossFn, data: Batch, batch_size: in
     """Mean loss of `model` over `data`, in eval mode, weighted by batch size."""
     model.eval()
     total, n = 0.0, 0
-    for batch in _batches(data, batch_size):
+    for batch in _batches(data, batch_size, device=_device_of(model)):
         k = len(batch[0])
         total += float(loss_fn(model, batch)) * k
         n += k
@@ -88,7 +93,7 @@ def fit(model: nn.Module, loss_fn: LossFn, train: Batch, val: Batch, cfg: TrainC
         opt.zero_grad(set_to_none=True)
         running, steps = 0.0, 0
         n_batches = math.ceil(n / cfg.batch_size)
-        for i, batch in enumerate(_batches(train, cfg.batch_size, order)):
+        for i, batch in enumerate(_batches(train, cfg.batch_size, order, _device_of(model))):
             # the last group of an epoch may be short: scale by its real size
             group = min(accum, n_batches - (i // accum) * accum)
             loss = loss_fn(model, batch)

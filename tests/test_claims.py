@@ -32,3 +32,15 @@ def test_bound_verdict(per_seed, expected):
 def test_bound_verdict_tolerance():
     assert bound_verdict([0.075], 0.0, 0.07, tol=0.01) == "holds"
     assert bound_verdict([0.075], 0.0, 0.07) == "does not hold"
+
+
+def test_value_and_order_verdicts():
+    from redlib.claims import order_verdict, value_verdict
+
+    assert value_verdict([0.52, 0.56], 0.55, 0.05) == "holds"
+    assert value_verdict([0.52, 0.70], 0.55, 0.05) == "partly"
+    assert value_verdict([0.9], 0.55, 0.05) == "does not hold"
+    assert order_verdict([True, True], True) == "holds"
+    assert order_verdict([True, False], False) == "partly"
+    assert order_verdict([False, False], True) == "partly"
+    assert order_verdict([False], False) == "does not hold"

@@ -1,0 +1,100 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: notebooks//py:percent,book//ipynb
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# (reproduce)=
+# # Reproduce it
+#
+# ## The two commands
+#
+# ```bash
+# make book   # install into .venv if needed, execute every notebook (full profile), build the HTML book
+# make test   # install if needed, unit tests + every notebook (smoke profile) under nbval + strict book build
+# ```
+#
+# `make book PROFILE=smoke` builds a quick version (tiny data, a minute or two) in `_build/smoke/`.
+# The install puts torch 2.13.0 first (a CPU build), then `pip install -e ".[dev]"`; `environment.yml`
+# describes the same dependencies for conda or Binder.
+#
+# ## One notebook, other parameters
+#
+# ```bash
+# .venv/bin/python -m redlib run task1_addition -p seed 3 -p n_seeds 1 -p split iid
+# .venv/bin/python -m redlib run toy_experiments -p profile smoke --output /tmp/toy.ipynb
+# ```
+#
+# Every parameter is checked against the notebook's configuration before a kernel starts: an unknown
+# name, a wrong type, an unknown profile or value, or a backbone folder that does not exist is a
+# one-line error naming what is allowed. Trained stages are cached in `cache/` under the hash of
+# what produced them, so a re-run with the same configuration loads them (delete `cache/` to
+# retrain from scratch). A parameter left at `None` takes its profile's value.
+
+# %% tags=["parameters", "remove-cell"]
+profile = "full"  # whose wall times to show: results/<profile>/
+seed = 0  # unused: this page trains nothing
+device = "cpu"  # unused: this page trains nothing
+results_dir = "results"  # where the notebooks wrote their results
+
+# %% tags=["hide-input"]
+import json
+
+import pandas as pd
+from IPython.display import Markdown, display
+
+from redlib import plots
+from redlib.config import NOTEBOOKS, ReproduceConfig
+from redlib.results import Results
+from redlib.runner import parameter_table
+from redlib.runtime import resolve_path
+
+cfg = ReproduceConfig.from_namespace(globals())
+results = Results(cfg)
+params = parameter_table()
+results.table("parameters", params)
+plots.styled(params, hide_index=True)
+
+# %% [markdown]
+# ## Expected CPU wall time
+#
+# From the provenance of the results this book shows: the wall time of each notebook's last run,
+# and how many of its trained stages that run computed rather than loaded from the cache (a run
+# that loaded everything is not a measure of training time; `make bench` times cold runs).
+
+# %% tags=["hide-input"]
+rows = []
+for name in NOTEBOOKS:
+    path = resolve_path(cfg.results_dir) / cfg.profile / name / "claims.json"
+    if path.exists():
+        p = json.loads(path.read_text())["provenance"]
+        st = p.get("stages") or {}
+        rows.append({"notebook": name, "wall seconds": p["wall_seconds"], "stages computed": st.get("computed"),
+                     "stages loaded": st.get("loaded_from_cache"), "seeds": len(p["seeds"]),
+                     "machine": f"{p['machine']['processor']}, {p['machine']['cpu_count']} CPUs",
+                     "started": p["started_at"]})
+walltimes = pd.DataFrame(rows)
+results.table("wall_times", walltimes)
+plots.styled(walltimes, precision=1, hide_index=True)
+
+# %% [markdown]
+# ## On a GPU, or with the paper's backbone
+#
+# Pass `-p device cuda` (or `auto`) and, for the paper's backbone, a local copy of Qwen3-0.6B:
+# `-p backbone /path/to/Qwen3-0.6B`. The backbone code handles decoders (Qwen/Llama-like `layers`)
+# and encoders (BERT-like `encoder.layer`) alike, with mean pooling over the attention mask and the
+# top `k_trainable` blocks trained; the decoder path is tested on a small random Qwen3. The full
+# paper settings for the backbone stage are `-p backbone_epochs 60`. Nothing is downloaded at run
+# time: the Hugging Face hub is kept offline.
+
+# %% tags=["hide-input"]
+results.finish()
+display(Markdown(results.provenance_markdown()))

@@ -1,0 +1,241 @@
+"""`make bench`: the pipeline's speed and memory on this machine, written to results/bench/bench.json.
+
+Measures (several repetitions, median and spread): frozen-prefix training vs the naive full forward,
+heads on cached features vs recomputing the backbone, cold wall time and peak memory of every notebook,
+the whole book build, inference throughput, and a cProfile summary of the slowest notebook's work.
+Targets are reported against, never asserted.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import json
+import os
+import platform
+import pstats
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .arithmetic import N_CLASSES, Task1Spec, make_task1
+from .backbone import Backbone, embedded_path
+from .combiners import ProbMixture, ResidualMixture
+from .config import NOTEBOOKS
+from .experts import HeadExpert, LowRankResidual
+from .results import git_commit, jsonable, library_versions
+from .routers import Router
+from .runtime import project_root
+
+TARGETS = {"embedded_cache_speedup": 1.6, "qwen_cache_speedup": 4.5, "full_book_minutes": 60,
+           "smoke_test_minutes": 15, "peak_rss_gib": 4.0}
+# Qwen3-0.6B: 28 blocks, hidden 1024, MLP 3072, 16 heads (8 KV), head dim 128. On a 2-core CPU the
+# stack keeps its depth and shape ratios at a quarter of the width.
+QWEN_SHAPE = {"num_hidden_layers": 28, "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "head_dim": 64}
+
+
+def timed(fn: Callable[[], object], reps: int) -> dict:
+    """Run fn `reps` times (after one warm-up): median, min, max seconds and every repetition."""
+    fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return {"median": statistics.median(times), "min": min(times), "max": max(times), "reps": reps, "seconds": times}
+
+
+def qwen_shaped(layers: int, root: Path) -> Path:
+    """A randomly initialised Qwen3 stack of Qwen3-0.6B's shape (reduced width) with `layers` blocks, on disk."""
+    from transformers import AutoTokenizer, Qwen3Config, Qwen3Model
+
+    path = root / f"qwen3_shaped_{layers}"
+    if not (path / "config.json").exists():
+        tok = AutoTokenizer.from_pretrained(embedded_path(), local_files_only=True)
+        torch.manual_seed(0)
+        Qwen3Model(Qwen3Config(vocab_size=tok.vocab_size, **{**QWEN_SHAPE, "num_hidden_layers": layers})).save_pretrained(path)
+        tok.save_pretrained(path)
+    return path
+
+
+def _questions(n: int) -> list[str]:
+    return make_task1(Task1Spec(n_train=n, n_val=1, n_test=1, split="iid", n_templates=5, seed=0))["train"]["text"].tolist()
+
+
+def prefix_vs_naive(backbone: str, n: int, batch: int, reps: int, k: int = 2) -> dict:
+    """One epoch of stage-1 training (top k blocks + head) with the cached prefix and with the full forward."""
+    torch.manual_seed(0)
+    bb = Backbone(backbone, k)
+    tokens = bb.tokenize(_questions(n))
+    t = time.perf_counter()
+    prefix = bb.prefix(tokens)
+    prefix_seconds = time.perf_counter() - t
+    head = nn.Linear(bb.dim, N_CLASSES)
+    y = torch.randint(N_CLASSES, (n,), generator=torch.Generator().manual_seed(0))
+    opt = torch.optim.AdamW([p for p in bb.parameters() if p.requires_grad] + list(head.parameters()), lr=1e-5)
+
+    def epoch(cached: bool) -> None:
+        for s in range(0, n, batch):
+            ids, mask = tokens.input_ids[s:s + batch], tokens.attention_mask[s:s + batch]
+            h = bb.forward_top(prefix[s:s + batch], mask) if cached else bb(type(tokens)(ids, mask))
+            F.cross_entropy(head(h), y[s:s + batch]).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    cached, naive = timed(lambda: epoch(True), reps), timed(lambda: epoch(False), reps)
+    L = bb.n_blocks
+    return {"backbone": backbone if backbone == "embedded" else Path(backbone).name, "blocks": L, "k": k, "samples": n,
+            "batch": batch, "tokens_per_sample": int(tokens.attention_mask.sum(1).float().mean()),
+            "prefix_seconds_once": prefix_seconds, "cached_epoch": cached, "naive_epoch": naive,
+            "speedup": naive["median"] / cached["median"], "bound": (L + 2 * k) / (3 * k)}
+
+
+def features_vs_recompute(n: int, batch: int, reps: int) -> dict:
+    """One epoch of router training on cached pooled features vs recomputing the (frozen) backbone each step."""
+    torch.manual_seed(0)
+    bb = Backbone("embedded", 0)
+    tokens = bb.tokenize(_questions(n))
+    with torch.no_grad():
+        feats = torch.cat([bb(type(tokens)(tokens.input_ids[s:s + 256], tokens.attention_mask[s:s + 256]))
+                           for s in range(0, n, 256)])
+    r = torch.randint(5, (n,), generator=torch.Generator().manual_seed(0))
+    router = Router(bb.dim, 5)
+    opt = torch.optim.AdamW(router.parameters(), lr=1e-4)
+
+    def epoch(cached: bool) -> None:
+        for s in range(0, n, batch):
+            if cached:
+                h = feats[s:s + batch]
+            else:
+                with torch.no_grad():
+                    h = bb(type(tokens)(tokens.input_ids[s:s + batch], tokens.attention_mask[s:s + batch]))
+            F.cross_entropy(router.logits(h), r[s:s + batch]).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    cached, recompute = timed(lambda: epoch(True), reps), timed(lambda: epoch(False), reps)
+    return {"samples": n, "batch": batch, "cached_epoch": cached, "recompute_epoch": recompute,
+            "speedup": recompute["median"] / cached["median"]}
+
+
+@torch.no_grad()
+def throughput(n: int, reps: int) -> dict:
+    """Queries per second of the global head, softmax MoE and RED on cached features, and the backbone's own rate."""
+    torch.manual_seed(0)
+    bb = Backbone("embedded", 2)
+    d = bb.dim
+    h = torch.randn(n, d)
+    head, router = nn.Linear(d, N_CLASSES), Router(d, 5)
+    moe = ProbMixture([HeadExpert(d, N_CLASSES) for _ in range(5)])
+    red = ResidualMixture([LowRankResidual(d, d // 4) for _ in range(5)], head)
+    methods = {"global head": lambda: head(h).argmax(-1), "softmax MoE": lambda: moe(h, router(h)).argmax(-1),
+               "RED": lambda: red(h, router(h)).argmax(-1)}
+    out = {m: {**timed(fn, reps)} for m, fn in methods.items()}
+    for m in out:
+        out[m]["queries_per_second"] = n / out[m]["median"]
+    tokens = bb.tokenize(_questions(min(n, 2048)))
+    backbone = timed(lambda: bb(tokens), max(1, reps // 2))
+    qps_backbone = len(tokens.input_ids) / backbone["median"]
+    red_extra = (1 / out["RED"]["queries_per_second"]) / (1 / qps_backbone)
+    return {"methods": out, "backbone": {**backbone, "queries_per_second": qps_backbone},
+            "red_extra_cost_vs_backbone": red_extra,
+            "params": {"backbone": sum(p.numel() for p in bb.full.parameters()),
+                       "red_residuals_and_router": sum(p.numel() for p in [*red.residuals.parameters(), *router.parameters()]),
+                       "moe_experts_and_router": sum(p.numel() for p in [*moe.parameters(), *router.parameters()])}}
+
+
+def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = None) -> dict:
+    """Cold wall time and kernel peak memory of each notebook (fresh results folder and cache)."""
+    env = {**os.environ, "REDLIB_CACHE": str(workdir / "cache"), "REDLIB_PROGRESS": "0"}
+    out = {}
+    for name in notebooks or list(NOTEBOOKS):
+        nb_out = workdir / "book" / f"{name}.ipynb"
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "redlib", "run", name, "-p", "profile", profile,
+                        "-p", "results_dir", str(workdir / "results"), "--output", str(nb_out)],
+                       env=env, check=True, cwd=project_root(), capture_output=True)
+        prov = json.loads((workdir / "results" / profile / name / "claims.json").read_text())["provenance"]
+        out[name] = {"wall_seconds": time.perf_counter() - t, "kernel_seconds": prov["wall_seconds"],
+                     "peak_rss_mb": prov["peak_rss_mb"]}
+    return out
+
+
+def book_build_seconds(workdir: Path) -> float:
+    """Time of the strict HTML build of already executed notebooks."""
+    from .runner import BOOK_FILES
+
+    stage = workdir / "stage"
+    (stage / "book").mkdir(parents=True, exist_ok=True)
+    for name in BOOK_FILES:
+        (stage / name).write_text((project_root() / name).read_text())
+    for nb in (workdir / "book").glob("*.ipynb"):
+        (stage / "book" / nb.name).write_bytes(nb.read_bytes())
+    jb = Path(sys.executable).with_name("jupyter-book")
+    t = time.perf_counter()
+    subprocess.run([str(jb), "build", str(stage), "--all", "-W", "-n", "-q"], check=True, capture_output=True)
+    return time.perf_counter() - t
+
+
+def profile_task1(profile: str, top: int = 15) -> str:
+    """cProfile summary (cumulative time) of one Task 1 seed and split, cold cache, as text."""
+    from .config import Task1Config
+    from .store import Store
+    from .task1 import run_task1
+
+    cfg = Task1Config.from_params(profile=profile)
+    bb = Backbone(cfg.backbone, cfg.k_trainable)
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = cProfile.Profile()
+        prof.runcall(run_task1, cfg, cfg.seed, cfg.split, bb, Store(tmp))
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).strip_dirs().sort_stats("cumulative").print_stats(top)
+    return buf.getvalue()
+
+
+def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None) -> dict:
+    """Run every measurement (small sizes when smoke; `notebooks` limits which are timed) and write bench.json."""
+    os.environ.setdefault("REDLIB_PROGRESS", "0")
+    reps = 1 if smoke else 5
+    n, batch = (64, 16) if smoke else (1024, 16)
+    started = time.time()
+    report: dict = {"smoke": smoke, "targets": TARGETS, "git_commit": git_commit(), "libraries": library_versions(),
+                    "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
+                                "torch_threads": torch.get_num_threads()}}
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        depths = [6] if smoke else [6, 12, 28]
+        report["prefix_cache"] = {"embedded": prefix_vs_naive("embedded", n, batch, reps),
+                                  "qwen_shaped": [prefix_vs_naive(str(qwen_shaped(L, tmp)), n, batch, reps) for L in depths],
+                                  "qwen_shape": QWEN_SHAPE}
+        report["features_cache"] = features_vs_recompute(4 * n, 64, reps)
+        report["throughput"] = throughput(8 * n, reps)
+        profiles = ["smoke"] if smoke else ["smoke", "full"]
+        report["notebooks"] = {}
+        for p in profiles:
+            work = tmp / p
+            t = time.perf_counter()
+            times = notebook_times(p, work, notebooks)
+            build = book_build_seconds(work) if notebooks is None else None
+            report["notebooks"][p] = {"per_notebook": times, "book_build_seconds": build,
+                                      "total_seconds": time.perf_counter() - t}
+        if not smoke:
+            t = time.perf_counter()
+            subprocess.run([sys.executable, "-m", "pytest", "-q", "tests"], check=True, capture_output=True,
+                           cwd=project_root())
+            report["unit_tests_seconds"] = time.perf_counter() - t
+        slowest = max(report["notebooks"][profiles[-1]]["per_notebook"].items(), key=lambda kv: kv[1]["wall_seconds"])[0]
+        report["profile"] = {"slowest_notebook": slowest, "what": "one Task 1 seed and split, cold cache",
+                             "cprofile": profile_task1(profiles[-1])}
+    report["bench_seconds"] = time.time() - started
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "bench.json").write_text(json.dumps(jsonable(report), indent=2) + "\n")
+    return report

@@ -1,0 +1,63 @@
+import pytest
+import torch
+
+from redlib.backbone import Backbone, BackboneError, embedded_path, resolve_backbone
+from redlib.config import ParameterError, Task1Config
+
+TEXTS = ["What is 37 plus 12?", "What is 1 plus 2?", "Add 45 and 3."]
+
+
+@pytest.fixture(scope="module")
+def tiny_qwen(tmp_path_factory):
+    """A randomly initialised 4-block Qwen3 saved to disk with a (BERT) tokenizer: the decoder path, offline."""
+    from transformers import AutoTokenizer, Qwen3Config, Qwen3Model
+
+    path = tmp_path_factory.mktemp("tiny_qwen3")
+    tok = AutoTokenizer.from_pretrained(embedded_path(), local_files_only=True)
+    cfg = Qwen3Config(vocab_size=tok.vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
+                      num_attention_heads=4, num_key_value_heads=2, head_dim=8)
+    torch.manual_seed(0)
+    Qwen3Model(cfg).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
+
+
+@pytest.mark.parametrize("which", ["embedded", "qwen"])
+def test_cached_prefix_path_equals_full_forward(which, tiny_qwen):
+    bb = Backbone("embedded" if which == "embedded" else str(tiny_qwen), k_trainable=2)
+    tok = bb.tokenize(TEXTS)
+    with torch.no_grad():
+        full = bb(tok)
+        cached = bb.forward_top(bb.prefix(tok, batch_size=2), tok.attention_mask)
+    assert full.shape == (3, bb.dim)
+    torch.testing.assert_close(cached, full, rtol=1e-5, atol=1e-5)
+
+
+def test_only_top_blocks_train_and_reset_restores_them(tiny_qwen):
+    bb = Backbone(str(tiny_qwen), k_trainable=2)
+    trainable = {n for n, p in bb.full.named_parameters() if p.requires_grad}
+    assert trainable and all(n.startswith(("layers.2.", "layers.3.")) for n in trainable)
+    before = [p.clone() for p in bb.top_blocks().parameters()]
+    with torch.no_grad():
+        for p in bb.top_blocks().parameters():
+            p.add_(1.0)
+    bb.reset_top()
+    assert all(torch.equal(a, b) for a, b in zip(before, bb.top_blocks().parameters()))
+
+
+def test_decoder_mean_pooling_ignores_padding(tiny_qwen):
+    bb = Backbone(str(tiny_qwen), k_trainable=1)
+    with torch.no_grad():
+        alone = bb(bb.tokenize([TEXTS[1]]))
+        padded = bb(bb.tokenize(TEXTS))[1:2]  # shorter text padded to the longest
+    torch.testing.assert_close(alone, padded, rtol=1e-4, atol=1e-5)
+
+
+def test_bad_backbone_paths_are_one_line_errors(tmp_path):
+    with pytest.raises(BackboneError, match="does not exist"):
+        resolve_backbone(str(tmp_path / "nope"))
+    with pytest.raises(BackboneError, match="holds no model"):
+        resolve_backbone(str(tmp_path))
+    with pytest.raises(ParameterError, match="does not exist") as err:
+        Task1Config.from_params(backbone="/no/such/Qwen3-0.6B")
+    assert "\n" not in str(err.value)

@@ -1,0 +1,67 @@
+import json
+
+import pytest
+
+from redlib import ledger
+from redlib.claims import load_claims
+
+
+def write(root, notebook, claims, params=None):
+    d = root / "full" / notebook
+    d.mkdir(parents=True)
+    (d / "claims.json").write_text(json.dumps({"claims": claims, "provenance": {"parameters": params or {}}}))
+
+
+@pytest.fixture
+def fake_results(tmp_path):
+    write(tmp_path, "toy_experiments", {
+        "toy.linear.param_average": {"value": 1.0, "per_seed": [1.0, 1.0], "bound": [1.0, 1.0]},
+        "toy.mlp.average_collapse": {"value": 0.06, "per_seed": [0.05, 0.09], "bound": [0.0, 0.07]},
+        "toy.residual.base_only": {"value": 0.5, "per_seed": [0.5, 0.5]},
+    })
+    write(tmp_path, "task1_addition", {
+        "t1.red.acc": {"value": 0.96, "per_seed": [0.95, 0.97]},
+        "t1.global.acc": {"value": 0.2, "per_seed": [0.2, 0.2]},
+        "t1.red.per_range": {"value": [1.0, 0.98, 0.5, 0.5, 0.5], "per_seed": [[1, 0.98, 0.5, 0.5, 0.5]]},
+        "t1.order": {"value": {}, "per_seed": [True, False], "mean_holds": True},
+        "t1.oracle.upper_bound": {"value": {}, "per_seed": [False, False], "mean_holds": False},
+    }, {"backbone": "embedded", "split": "pairs"})
+    return tmp_path
+
+
+def test_every_claim_gets_a_row_and_a_verdict_by_rule(fake_results):
+    df = ledger.table(ledger.collect(fake_results)).set_index("id")
+    assert list(df.index) == list(load_claims())  # every id of the yaml, in its order
+    expected = {
+        "toy.linear.param_average": "holds",  # bound [1, 1], every seed inside
+        "toy.mlp.average_collapse": "partly",  # one seed of two inside [0, 0.07]
+        "toy.residual.base_only": "does not hold",  # paper 1.0 -> bound [1, 1]
+        "t1.red.acc": "holds",  # within 0.05 of 0.9725 in both seeds
+        "t1.global.acc": "does not hold",  # 0.2 vs 0.5503
+        "t1.red.per_range": "partly",  # two of five ranges within tolerance
+        "t1.order": "partly",  # one seed of two
+        "t1.oracle.upper_bound": "does not hold",
+        "t2.red.acc": "not measured",
+    }
+    for cid, v in expected.items():
+        assert df.loc[cid, "verdict"] == v, cid
+    assert df.loc["t2.red.acc", "ours"] == "not measured"
+    assert df.loc["t1.red.acc", "measured on"] == "backbone embedded, split pairs"
+    assert df.loc["t1.red.acc", "spread over seeds"] == "± 0.01 (n=2)"
+    assert (df["verdict"] != "").all()
+
+
+def test_summary_counts_every_verdict(fake_results):
+    s = ledger.summary(ledger.table(ledger.collect(fake_results)))
+    assert list(s.index) == list(ledger.VERDICTS) and s.sum() == len(load_claims())
+    assert s["holds"] == 2 and s["partly"] == 3
+
+
+def test_unknown_claim_id_in_results_is_an_error(tmp_path):
+    write(tmp_path, "toy_experiments", {"toy.made.up": {"value": 1.0}})
+    with pytest.raises(KeyError, match="toy.made.up"):
+        ledger.collect(tmp_path)
+
+
+def test_links_point_to_the_claims_section():
+    assert ledger.link("toy_experiments") == "toy_experiments.html#toy-claims"

@@ -1,0 +1,49 @@
+"""Task 1 end to end on a tiny decoder backbone: every stage runs, caches, and scores."""
+
+import numpy as np
+import pytest
+
+from redlib import task1
+from redlib.backbone import Backbone
+from redlib.config import Task1Config
+from redlib.store import Store
+
+from test_backbone import tiny_qwen  # noqa: F401  (fixture)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_qwen, tmp_path_factory):
+    cfg = Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
+                                  head_lr=1e-2)
+    store = Store(tmp_path_factory.mktemp("cache"))
+    bb = Backbone(cfg.backbone, cfg.k_trainable)
+    return cfg, bb, store, task1.run_task1(cfg, 0, "pairs", bb, store)
+
+
+def test_every_method_is_scored(tiny_run):
+    _, _, _, run = tiny_run
+    overall, per_range = task1.score(run)
+    assert list(overall["method"]) == list(task1.METHODS)
+    assert overall["accuracy"].between(0, 1).all() and len(per_range) == 5 * len(task1.METHODS)
+    preds = task1.predict(run)
+    alpha = preds["softmax MoE"][1]
+    np.testing.assert_allclose(alpha.sum(1), 1.0, rtol=1e-5)
+    assert (preds["oracle experts"][1].argmax(1) == run.data["test"]["range"].to_numpy()).all()
+    assert set(task1.router_accuracy(run)["split_part"]) == {"train", "val", "test"}
+
+
+def test_rerun_loads_every_stage_from_the_cache(tiny_run):
+    cfg, bb, store, run = tiny_run
+    hits, misses = store.hits, store.misses
+    again = task1.run_task1(cfg, 0, "pairs", bb, store)
+    assert store.misses == misses and store.hits - hits == misses  # every stage of the first run is loaded
+    a, b = task1.score(run)[0], task1.score(again)[0]
+    assert a["accuracy"].tolist() == b["accuracy"].tolist()
+
+
+def test_case_study_routes_each_query(tiny_run):
+    _, bb, _, run = tiny_run
+    df = task1.case_study(run, bb, ["What is 7 plus 9?", "What is 45 plus 48?"])
+    alphas = df[[c for c in df.columns if c.startswith("alpha")]].to_numpy()
+    np.testing.assert_allclose(alphas.sum(1), 1.0, rtol=1e-5)
+    assert df["RED answer"].between(2, 100).all()
