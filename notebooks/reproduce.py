@@ -37,7 +37,8 @@
 # name, a wrong type, an unknown profile or value, or a backbone folder that does not exist is a
 # one-line error naming what is allowed. Trained stages are cached in `cache/` under the hash of
 # what produced them, so a re-run with the same configuration loads them (delete `cache/` to
-# retrain from scratch). A parameter left at `None` takes its profile's value.
+# retrain from scratch). A parameter left at `None` takes its profile's value. The reading pages
+# (ledger, front matter) take only `profile`, `seed`, `device` and `results_dir` and train nothing.
 
 # %% tags=["parameters", "remove-cell"]
 profile = "full"  # whose wall times to show: results/<profile>/
@@ -61,7 +62,8 @@ cfg = ReproduceConfig.from_namespace(globals())
 results = Results(cfg)
 params = parameter_table()
 results.table("parameters", params)
-plots.styled(params, hide_index=True)
+plots.styled(params.set_index(["notebook", "parameter"])).set_table_styles(
+    [{"selector": "td, th", "props": "font-size: 0.8em; vertical-align: top"}])
 
 # %% [markdown]
 # ## Expected CPU wall time

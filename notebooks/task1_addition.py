@@ -42,12 +42,12 @@ split = "pairs"  # the split the claims are measured on: "pairs" or "iid"
 splits_reported = None  # "pairs", "iid" or "pairs,iid"; None: the profile's value
 dataset_size = None  # "final" (64k/8k/8k), "first" (20k/2.5k/2.5k) or "tiny"; None: the profile's value
 operand_min = 1  # operands a, b in [operand_min, operand_max] (the paper: [1,50], once [2,50])
-operand_max = 50
+operand_max = 50  # (the paper: 50)
 n_templates = 1  # question templates used (1: "What is a plus b?" only; up to 5 paraphrases)
 backbone_fraction = 0.1  # share of train used for the backbone stage (the finalized setup: 10%)
 lr = 0.0001  # AdamW learning rate of stage 1 (the paper: 1e-4)
 head_lr = 0.0001  # AdamW learning rate of experts, routers and residuals (the paper: 1e-4)
-weight_decay = 0.01
+weight_decay = 0.01  # AdamW weight decay
 batch_size = 64  # micro-batch; 64 equals the paper's 16 x 4 accumulation (no layer depends on the batch)
 virtual_batch = 64  # gradients are accumulated up to this many samples per step (the paper: 64)
 max_epochs = None  # for experts and routers; None: the profile's value (full: the paper's 60)
@@ -334,10 +334,13 @@ order_txt = " > ".join(m_acc[cfg.split][chain].sort_values(ascending=False).inde
 lines = [
     f"- On the **{cfg.split}** split RED reaches accuracy {m_acc[cfg.split]['RED']:.3f}, the softmax MoE "
     f"{m_acc[cfg.split]['softmax MoE']:.3f}, the global head {m_acc[cfg.split]['global head']:.3f} and uniform averaging "
-    f"{m_acc[cfg.split]['uniform averaging']:.3f} (paper: 0.9725, 0.8576, 0.5503, 0.2686). Our ordering is {order_txt}; "
+    f"{m_acc[cfg.split]['uniform averaging']:.3f} (paper: "
+    + ", ".join(f"{paper[f't1.{k}.acc']['paper']}" for k in ("red", "moe", "global", "uniform"))
+    + f"). Our ordering is {order_txt}; "
     f"the paper's ordering claim **{v['t1.order']}**.",
     f"- Oracle routing gives {m_acc[cfg.split]['oracle experts']:.3f}; the upper-bound claim **{v['t1.oracle.upper_bound']}**.",
-    f"- The router names the right range for {rt['test'].mean():.3f} of test questions (claim: 0.96-0.97, "
+    f"- The router names the right range for {rt['test'].mean():.3f} of test questions (claim: "
+    f"{paper['t1.router.acc']['paper'][0]}-{paper['t1.router.acc']['paper'][1]}, "
     f"**{v['t1.router.acc']}**).",
     f"- The RED variants: the code's logit form reaches {m_acc[cfg.split]['RED code variant']:.3f}, joint tuning "
     f"(stage 4) {m_acc[cfg.split]['RED stage 4']:.3f}.",

@@ -29,6 +29,8 @@ def _parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="measure the pipeline's speed and memory (results/bench/bench.json)")
     bench.add_argument("--smoke", action="store_true", help="tiny sizes and one repetition: checks that the bench runs")
     bench.add_argument("--out", default=None, help="output folder (default results/bench, or results/bench/smoke)")
+    bench.add_argument("--profiles", default=None,
+                       help="profiles whose notebooks are timed cold, e.g. smoke (default: smoke,full; smoke only with --smoke)")
     return ap
 
 
@@ -63,7 +65,10 @@ def main(argv: list[str] | None = None) -> int:
             from .runtime import resolve_path
 
             out = Path(args.out) if args.out else resolve_path("results/bench" + ("/smoke" if args.smoke else ""))
-            report = run_bench(out, smoke=args.smoke)
+            profiles = args.profiles.split(",") if args.profiles else None
+            for p in profiles or []:
+                runner.stage_dir(p)  # validates each profile name before anything runs
+            report = run_bench(out, smoke=args.smoke, profiles=profiles)
             print(f"bench written: {out / 'bench.json'} ({report['bench_seconds']:.0f} s)")
         elif args.command == "params":
             from .config import config_for

@@ -201,41 +201,68 @@ def profile_task1(profile: str, top: int = 15) -> str:
     return buf.getvalue()
 
 
-def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None) -> dict:
-    """Run every measurement (small sizes when smoke; `notebooks` limits which are timed) and write bench.json."""
+def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None,
+              profiles: list[str] | None = None) -> dict:
+    """Run every measurement (small sizes when smoke) and write bench.json under `out` after each step.
+
+    `notebooks` limits which notebooks are timed, `profiles` which profiles (default: smoke, and full unless smoke).
+    A step that fails is recorded with its error and the others still run.
+    """
     os.environ.setdefault("REDLIB_PROGRESS", "0")
     reps = 1 if smoke else 5
     n, batch = (64, 16) if smoke else (1024, 16)
+    profiles = profiles or (["smoke"] if smoke else ["smoke", "full"])
     started = time.time()
     report: dict = {"smoke": smoke, "targets": TARGETS, "git_commit": git_commit(), "libraries": library_versions(),
                     "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
-                                "torch_threads": torch.get_num_threads()}}
+                                "torch_threads": torch.get_num_threads()},
+                    "profiles_timed": profiles, "errors": {}}
+    out.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:
+        report["bench_seconds"] = time.time() - started
+        (out / "bench.json").write_text(json.dumps(jsonable(report), indent=2) + "\n")
+
+    def step(name: str, fn: Callable[[], object]) -> None:
+        try:
+            report[name] = fn()
+        except Exception as err:  # noqa: BLE001 - recorded, reported on the page
+            report["errors"][name] = f"{type(err).__name__}: {err}"
+        save()
+
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         depths = [6] if smoke else [6, 12, 28]
-        report["prefix_cache"] = {"embedded": prefix_vs_naive("embedded", n, batch, reps),
-                                  "qwen_shaped": [prefix_vs_naive(str(qwen_shaped(L, tmp)), n, batch, reps) for L in depths],
-                                  "qwen_shape": QWEN_SHAPE}
-        report["features_cache"] = features_vs_recompute(4 * n, 64, reps)
-        report["throughput"] = throughput(8 * n, reps)
-        profiles = ["smoke"] if smoke else ["smoke", "full"]
+        step("prefix_cache", lambda: {"embedded": prefix_vs_naive("embedded", n, batch, reps),
+                                      "qwen_shaped": [prefix_vs_naive(str(qwen_shaped(L, tmp)), n, batch, reps) for L in depths],
+                                      "qwen_shape": QWEN_SHAPE})
+        step("features_cache", lambda: features_vs_recompute(4 * n, 64, reps))
+        step("throughput", lambda: throughput(8 * n, reps))
         report["notebooks"] = {}
         for p in profiles:
-            work = tmp / p
-            t = time.perf_counter()
-            times = notebook_times(p, work, notebooks)
-            build = book_build_seconds(work) if notebooks is None else None
-            report["notebooks"][p] = {"per_notebook": times, "book_build_seconds": build,
-                                      "total_seconds": time.perf_counter() - t}
+            def one(p: str = p) -> dict:
+                work = tmp / p
+                t = time.perf_counter()
+                times = notebook_times(p, work, notebooks)
+                build = book_build_seconds(work) if notebooks is None else None
+                return {"per_notebook": times, "book_build_seconds": build, "total_seconds": time.perf_counter() - t}
+            try:
+                report["notebooks"][p] = one()
+            except Exception as err:  # noqa: BLE001
+                report["errors"][f"notebooks {p}"] = f"{type(err).__name__}: {err}"
+            save()
         if not smoke:
-            t = time.perf_counter()
-            subprocess.run([sys.executable, "-m", "pytest", "-q", "tests"], check=True, capture_output=True,
-                           cwd=project_root())
-            report["unit_tests_seconds"] = time.perf_counter() - t
-        slowest = max(report["notebooks"][profiles[-1]]["per_notebook"].items(), key=lambda kv: kv[1]["wall_seconds"])[0]
-        report["profile"] = {"slowest_notebook": slowest, "what": "one Task 1 seed and split, cold cache",
-                             "cprofile": profile_task1(profiles[-1])}
-    report["bench_seconds"] = time.time() - started
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "bench.json").write_text(json.dumps(jsonable(report), indent=2) + "\n")
+            def unit() -> float:
+                t = time.perf_counter()
+                proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests"], capture_output=True, text=True,
+                                      cwd=project_root())
+                if proc.returncode:
+                    raise RuntimeError("unit tests failed: " + proc.stdout.strip().splitlines()[-1])
+                return time.perf_counter() - t
+            step("unit_tests_seconds", unit)
+        timed_nbs = report["notebooks"].get(profiles[-1], {}).get("per_notebook") or {}
+        slowest = max(timed_nbs.items(), key=lambda kv: kv[1]["wall_seconds"])[0] if timed_nbs else "task1_addition"
+        step("profile", lambda: {"slowest_notebook": slowest, "what": f"one Task 1 seed and split ({profiles[-1]} profile), cold cache",
+                                 "cprofile": profile_task1(profiles[-1])})
+    save()
     return report

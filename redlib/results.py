@@ -148,7 +148,8 @@ class Results:
         where = self.dir.relative_to(project_root()) if self.dir.is_relative_to(project_root()) else self.dir
         return (
             "```{admonition} Provenance\n:class: note\n"
-            f"Profile **{p['profile']}**, seeds {p['seeds']}, commit `{p['git_commit'][:12]}`, "
+            f"Profile **{p['profile']}**, seeds {p['seeds']}, commit `{p['git_commit'][:12]}"
+            f"{'+dirty' if p['git_commit'].endswith('+dirty') else ''}`, "
             f"started {p['started_at']}, wall time {p['wall_seconds']:.0f} s{cache} on {m['processor']} "
             f"({m['cpu_count']} CPUs, torch {p['libraries']['torch']}). "
             f"Result files: `{where}/`.\n```"

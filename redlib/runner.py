@@ -140,19 +140,22 @@ def parameter_docs(notebook: str) -> dict[str, str]:
 
 
 def parameter_table() -> "pd.DataFrame":
-    """Every parameter of every notebook: type, default, the smoke and full values, and its description."""
+    """Every parameter of every experiment notebook: description, type, default, smoke and full values, allowed values."""
     import pandas as pd
 
-    from .config import _type_name
+    from .config import PageConfig, _type_name
 
     rows = []
     for notebook, cls in NOTEBOOKS.items():
+        if issubclass(cls, PageConfig):
+            continue  # pages take only profile / seed / device / results_dir and train nothing
         docs, types_ = parameter_docs(notebook), cls.field_types()
         for name in cls.param_names():
             default = getattr(cls, name)
-            row = {"notebook": notebook, "parameter": name, "type": _type_name(types_[name]), "default": repr(default)}
+            row = {"notebook": notebook, "parameter": name, "description": docs.get(name, ""),
+                   "type": _type_name(types_[name]), "default": repr(default)}
             for p in PROFILES:
                 row[f"{p} value"] = repr(cls.PROFILE_DEFAULTS[p].get(name, default)) if default is None else ""
             row["allowed"] = ", ".join(map(str, cls.CHOICES.get(name, PROFILES if name == "profile" else ())))
-            rows.append({**row, "description": docs.get(name, "")})
+            rows.append(row)
     return pd.DataFrame(rows)

@@ -66,3 +66,19 @@ def test_parameters_cell_mirrors_config(notebook):
     cls = config_for(notebook)
     assert list(assigned) == cls.param_names()
     assert assigned == {n: getattr(cls, n) for n in cls.param_names()}
+
+
+def test_parameter_table_documents_every_experiment_parameter():
+    from redlib.config import PageConfig
+    from redlib.runner import parameter_table
+
+    table = parameter_table()
+    for notebook, cls in NOTEBOOKS.items():
+        rows = table[table["notebook"] == notebook]
+        if issubclass(cls, PageConfig):
+            assert rows.empty
+            continue
+        assert list(rows["parameter"]) == cls.param_names()
+        assert (rows["description"] != "").all(), rows[rows["description"] == ""]["parameter"].tolist()
+    split = table[(table["notebook"] == "task1_addition") & (table["parameter"] == "split")].iloc[0]
+    assert split["allowed"] == "pairs, iid"
