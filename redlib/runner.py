@@ -89,6 +89,9 @@ def stage_book(profile: str) -> Path:
     root = project_root()
     if stage != root:
         (stage / "book").mkdir(parents=True, exist_ok=True)
+        for old in (stage / "book").iterdir():  # pages removed from book/ since the last staging
+            if old.suffix != ".ipynb" and not (root / "book" / old.name).exists():
+                shutil.rmtree(old) if old.is_dir() else old.unlink()
         for name in BOOK_FILES:
             shutil.copy2(root / name, stage / name)
         for page in (root / "book").iterdir():
