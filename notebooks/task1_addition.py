@@ -55,7 +55,7 @@ backbone_epochs = None  # cap for stage 1; None: the profile's value (full 10 on
 patience = 3  # early-stopping patience (the paper: 3)
 expert_hidden = 256  # hidden width of the classifier experts (0: linear)
 router_hidden = 256  # the paper's two-layer router with hidden size 256
-rank_divisor = 4  # residual rank r = d / rank_divisor (the paper: d/4)
+rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
 code_scale = 0.1  # the released code's scale on the routed expert logits
 
 # %% tags=["hide-input", "remove-stderr"]
