@@ -259,24 +259,16 @@ class PageConfig(NotebookConfig):
     NOTEBOOK: ClassVar[str] = "page"
 
 
-class LedgerConfig(PageConfig):
-    NOTEBOOK: ClassVar[str] = "claims_ledger"
+def _page_config(notebook: str) -> type[PageConfig]:
+    """The config class of one reading page: a PageConfig that knows its notebook's name."""
+    return type(f"{PageConfig.__name__}[{notebook}]", (PageConfig,), {"NOTEBOOK": notebook, "__doc__": PageConfig.__doc__})
 
 
-class PaperVsCodeConfig(PageConfig):
-    NOTEBOOK: ClassVar[str] = "paper_vs_code"
-
-
-class ReproduceConfig(PageConfig):
-    NOTEBOOK: ClassVar[str] = "reproduce"
-
-
-class BenchPageConfig(PageConfig):
-    NOTEBOOK: ClassVar[str] = "speed_and_memory"
-
-
-class IntroConfig(PageConfig):
-    NOTEBOOK: ClassVar[str] = "intro"
+LedgerConfig = _page_config("claims_ledger")
+PaperVsCodeConfig = _page_config("paper_vs_code")
+ReproduceConfig = _page_config("reproduce")
+BenchPageConfig = _page_config("speed_and_memory")
+IntroConfig = _page_config("intro")
 
 
 # Every notebook of the book, in reading order, with the config its parameters cell mirrors.
