@@ -37,7 +37,7 @@ results_dir = "results"  # where the notebooks wrote their results
 # %% tags=["hide-input"]
 from IPython.display import HTML, Markdown, display
 
-from redlib import ledger, plots
+from redlib import ledger
 from redlib.config import LedgerConfig
 from redlib.results import Results
 from redlib.runtime import resolve_path

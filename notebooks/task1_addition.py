@@ -62,7 +62,6 @@ code_scale = 0.1  # the released code's scale on the routed expert logits
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-import torch
 from IPython.display import Markdown, display
 from tqdm import tqdm
 
@@ -71,7 +70,7 @@ from redlib.arithmetic import BOUNDARY_SUMS, RANGE_NAMES, make_task1
 from redlib.backbone import Backbone
 from redlib.claims import bound_verdict, load_claims, order_verdict, value_verdict
 from redlib.config import Task1Config
-from redlib.metrics import confusion, seed_summary
+from redlib.metrics import confusion
 from redlib.results import Results
 from redlib.runtime import resolve_device
 from redlib.store import Store

@@ -9,10 +9,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from .config import NOTEBOOKS, PROFILES, ParameterError, config_for
 from .runtime import project_root
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BOOK_FILES = ("_config.yml", "_toc.yml")
 

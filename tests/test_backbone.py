@@ -1,25 +1,10 @@
 import pytest
 import torch
 
-from redlib.backbone import Backbone, BackboneError, embedded_path, resolve_backbone
+from redlib.backbone import Backbone, BackboneError, resolve_backbone
 from redlib.config import ParameterError, Task1Config
 
 TEXTS = ["What is 37 plus 12?", "What is 1 plus 2?", "Add 45 and 3."]
-
-
-@pytest.fixture(scope="module")
-def tiny_qwen(tmp_path_factory):
-    """A randomly initialised 4-block Qwen3 saved to disk with a (BERT) tokenizer: the decoder path, offline."""
-    from transformers import AutoTokenizer, Qwen3Config, Qwen3Model
-
-    path = tmp_path_factory.mktemp("tiny_qwen3")
-    tok = AutoTokenizer.from_pretrained(embedded_path(), local_files_only=True)
-    cfg = Qwen3Config(vocab_size=tok.vocab_size, hidden_size=32, intermediate_size=64, num_hidden_layers=4,
-                      num_attention_heads=4, num_key_value_heads=2, head_dim=8)
-    torch.manual_seed(0)
-    Qwen3Model(cfg).save_pretrained(path)
-    tok.save_pretrained(path)
-    return path
 
 
 @pytest.mark.parametrize("which", ["embedded", "qwen"])

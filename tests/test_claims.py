@@ -1,5 +1,3 @@
-from pathlib import Path
-
 import pytest
 
 from redlib.claims import bound_verdict, check_ids, claims_path, load_claims

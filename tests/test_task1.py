@@ -8,8 +8,6 @@ from redlib.backbone import Backbone
 from redlib.config import Task1Config
 from redlib.store import Store
 
-from test_backbone import tiny_qwen  # noqa: F401  (fixture)
-
 
 @pytest.fixture(scope="module")
 def tiny_run(tiny_qwen, tmp_path_factory):
