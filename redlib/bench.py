@@ -39,6 +39,7 @@ TARGETS = {"embedded_cache_speedup": 1.6, "qwen_cache_speedup": 4.5, "full_book_
            "smoke_test_minutes": 15, "peak_rss_gib": 4.0}
 # Qwen3-0.6B: 28 blocks, hidden 1024, MLP 3072, 16 heads (8 KV), head dim 128. On a 2-core CPU the
 # stack keeps its depth and shape ratios at a quarter of the width.
+PAPER_BATCH = 16
 QWEN_SHAPE = {"num_hidden_layers": 28, "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4,
               "num_key_value_heads": 2, "head_dim": 64}
 
@@ -71,8 +72,8 @@ def _questions(n: int) -> list[str]:
     return make_task1(Task1Spec(n_train=n, n_val=1, n_test=1, split="iid", n_templates=5, seed=0))["train"]["text"].tolist()
 
 
-def prefix_vs_naive(backbone: str, n: int, batch: int, reps: int, k: int = 2) -> dict:
-    """One epoch of stage-1 training (top k blocks + head) with the cached prefix and with the full forward."""
+def prefix_vs_naive(backbone: str, n: int, batches: list[int], reps: int, k: int = 2) -> list[dict]:
+    """One epoch of stage-1 training (top k blocks + head) with the cached prefix and with the full forward, per batch size."""
     torch.manual_seed(0)
     bb = Backbone(backbone, k)
     tokens = bb.tokenize(_questions(n))
@@ -81,22 +82,26 @@ def prefix_vs_naive(backbone: str, n: int, batch: int, reps: int, k: int = 2) ->
     prefix_seconds = time.perf_counter() - t
     head = nn.Linear(bb.dim, N_CLASSES)
     y = torch.randint(N_CLASSES, (n,), generator=torch.Generator().manual_seed(0))
-    opt = torch.optim.AdamW([p for p in bb.parameters() if p.requires_grad] + list(head.parameters()), lr=1e-5)
+    params = [p for p in bb.parameters() if p.requires_grad] + list(head.parameters())
+    rows = []
+    for batch in batches:
+        opt = torch.optim.AdamW(params, lr=1e-5)  # the fit loop's optimiser
 
-    def epoch(cached: bool) -> None:
-        for s in range(0, n, batch):
-            ids, mask = tokens.input_ids[s:s + batch], tokens.attention_mask[s:s + batch]
-            h = bb.forward_top(prefix[s:s + batch], mask) if cached else bb(type(tokens)(ids, mask))
-            F.cross_entropy(head(h), y[s:s + batch]).backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+        def epoch(cached: bool) -> None:
+            for s in range(0, n, batch):
+                ids, mask = tokens.input_ids[s:s + batch], tokens.attention_mask[s:s + batch]
+                h = bb.forward_top(prefix[s:s + batch], mask) if cached else bb(type(tokens)(ids, mask))
+                F.cross_entropy(head(h), y[s:s + batch]).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
 
-    cached, naive = timed(lambda: epoch(True), reps), timed(lambda: epoch(False), reps)
-    L = bb.n_blocks
-    return {"backbone": backbone if backbone == "embedded" else Path(backbone).name, "blocks": L, "k": k, "samples": n,
-            "batch": batch, "tokens_per_sample": int(tokens.attention_mask.sum(1).float().mean()),
-            "prefix_seconds_once": prefix_seconds, "cached_epoch": cached, "naive_epoch": naive,
-            "speedup": naive["median"] / cached["median"], "bound": (L + 2 * k) / (3 * k)}
+        cached, naive = timed(lambda: epoch(True), reps), timed(lambda: epoch(False), reps)
+        L = bb.n_blocks
+        rows.append({"backbone": backbone if backbone == "embedded" else Path(backbone).name, "blocks": L, "k": k,
+                     "samples": n, "batch": batch, "tokens_per_sample": int(tokens.attention_mask.sum(1).float().mean()),
+                     "prefix_seconds_once": prefix_seconds, "cached_epoch": cached, "naive_epoch": naive,
+                     "speedup": naive["median"] / cached["median"], "bound": (L + 2 * k) / (3 * k)})
+    return rows
 
 
 def features_vs_recompute(n: int, batch: int, reps: int) -> dict:
@@ -165,7 +170,8 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
                        env=env, check=True, cwd=project_root(), capture_output=True)
         prov = json.loads((workdir / "results" / profile / name / "claims.json").read_text())["provenance"]
         out[name] = {"wall_seconds": time.perf_counter() - t, "kernel_seconds": prov["wall_seconds"],
-                     "peak_rss_mb": prov["peak_rss_mb"]}
+                     "peak_rss_mb": prov["peak_rss_mb"],
+                     "stage_seconds": (prov.get("stages") or {}).get("computed_seconds_by_kind", {})}
     return out
 
 
@@ -183,6 +189,30 @@ def book_build_seconds(workdir: Path) -> float:
     t = time.perf_counter()
     subprocess.run([str(jb), "build", str(stage), "--all", "-W", "-n", "-q"], check=True, capture_output=True)
     return time.perf_counter() - t
+
+
+# The recipes of the Makefile's `unit` and `notebooks` targets (`make test`), `$(PY)` written as {python};
+# tests/test_bench.py checks that the two stay the same.
+SMOKE_TEST_COMMANDS = [
+    "{python} -m pytest -q tests",
+    "{python} -m redlib book --profile smoke",
+    "{python} -m pytest -q -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg _build/smoke/book/*.ipynb",
+]
+
+
+def smoke_test_command(workdir: Path) -> dict:
+    """Wall time of the README's test command, command by command, with a fresh stage cache."""
+    env = {**os.environ, "REDLIB_CACHE": str(workdir / "cache"), "REDLIB_PROGRESS": "0", "CI": "true"}
+    steps = []
+    for cmd in SMOKE_TEST_COMMANDS:
+        line = cmd.format(python=sys.executable)
+        t = time.perf_counter()
+        proc = subprocess.run(["bash", "-c", line], env=env, cwd=project_root(), capture_output=True, text=True)
+        if proc.returncode:
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
+            raise RuntimeError(f"`{cmd}` failed (exit {proc.returncode}): {tail[0]}")
+        steps.append({"command": cmd.format(python="python"), "seconds": time.perf_counter() - t})
+    return {"steps": steps, "total_seconds": sum(s["seconds"] for s in steps)}
 
 
 def profile_task1(profile: str, top: int = 15) -> str:
@@ -209,8 +239,12 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
     A step that fails is recorded with its error and the others still run.
     """
     os.environ.setdefault("REDLIB_PROGRESS", "0")
+    from .config import Task1Config
+
     reps = 1 if smoke else 5
-    n, batch = (64, 16) if smoke else (1024, 16)
+    n = 64 if smoke else 1024
+    # the pipeline's own micro-batch (Task 1's default) and the paper's (16, accumulated to 64)
+    batches = sorted({Task1Config().batch_size, PAPER_BATCH}, reverse=True)
     profiles = profiles or (["smoke"] if smoke else ["smoke", "full"])
     started = time.time()
     report: dict = {"smoke": smoke, "targets": TARGETS, "git_commit": git_commit(), "libraries": library_versions(),
@@ -233,9 +267,10 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         depths = [6] if smoke else [6, 12, 28]
-        step("prefix_cache", lambda: {"embedded": prefix_vs_naive("embedded", n, batch, reps),
-                                      "qwen_shaped": [prefix_vs_naive(str(qwen_shaped(L, tmp)), n, batch, reps) for L in depths],
-                                      "qwen_shape": QWEN_SHAPE})
+        step("prefix_cache", lambda: {
+            "embedded": prefix_vs_naive("embedded", n, batches, reps),
+            "qwen_shaped": [r for L in depths for r in prefix_vs_naive(str(qwen_shaped(L, tmp)), n, batches, reps)],
+            "qwen_shape": QWEN_SHAPE, "pipeline_batch": Task1Config().batch_size, "paper_batch": PAPER_BATCH})
         step("features_cache", lambda: features_vs_recompute(4 * n, 64, reps))
         step("throughput", lambda: throughput(8 * n, reps))
         report["notebooks"] = {}
@@ -252,14 +287,7 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
                 report["errors"][f"notebooks {p}"] = f"{type(err).__name__}: {err}"
             save()
         if not smoke:
-            def unit() -> float:
-                t = time.perf_counter()
-                proc = subprocess.run([sys.executable, "-m", "pytest", "-q", "tests"], capture_output=True, text=True,
-                                      cwd=project_root())
-                if proc.returncode:
-                    raise RuntimeError("unit tests failed: " + proc.stdout.strip().splitlines()[-1])
-                return time.perf_counter() - t
-            step("unit_tests_seconds", unit)
+            step("smoke_test_command", lambda: smoke_test_command(tmp / "test"))
         timed_nbs = report["notebooks"].get(profiles[-1], {}).get("per_notebook") or {}
         slowest = max(timed_nbs.items(), key=lambda kv: kv[1]["wall_seconds"])[0] if timed_nbs else "task1_addition"
         step("profile", lambda: {"slowest_notebook": slowest, "what": f"one Task 1 seed and split ({profiles[-1]} profile), cold cache",

@@ -117,7 +117,9 @@ class Results:
             "wall_seconds": round(time.time() - self.started, 2),
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "machine": machine(),
-            "stages": {"loaded_from_cache": self.store.hits, "computed": self.store.misses} if self.store else None,
+            "stages": {"loaded_from_cache": self.store.hits, "computed": self.store.misses,
+                       "computed_seconds_by_kind": {k: round(v, 2) for k, v in self.store.seconds.items()}}
+            if self.store else None,
         }
 
     def finish(self) -> Path:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 import warnings
 from pathlib import Path
 from typing import Any, Callable
@@ -34,6 +35,7 @@ class Store:
     def __init__(self, root: str | os.PathLike | None = None):
         self.root = Path(root) if root is not None else cache_dir()
         self.hits = self.misses = 0  # stages loaded vs computed through this Store, for provenance
+        self.seconds: dict[str, float] = {}  # wall seconds spent computing stages, by kind
 
     def path(self, kind: str, config: dict[str, Any]) -> Path:
         """Where the entry for (kind, config) lives."""
@@ -77,7 +79,9 @@ class Store:
             self.hits += 1
             return hit
         self.misses += 1
+        started = time.perf_counter()
         tensors, meta = compute()
+        self._spent(kind, started)
         self.save(kind, config, tensors, meta)
         return tensors, meta
 
@@ -95,9 +99,14 @@ class Store:
             except RuntimeError as err:
                 warnings.warn(f"cache entry {self.path(kind, config)} does not fit the model ({err}); retraining")
         self.misses += 1
+        started = time.perf_counter()
         meta = train(model)
+        self._spent(kind, started)
         self.save(kind, config, model.state_dict(), meta)
         return {**meta, "cached": False}
+
+    def _spent(self, kind: str, started: float) -> None:
+        self.seconds[kind] = self.seconds.get(kind, 0.0) + time.perf_counter() - started
 
 
 def state_equal(a: nn.Module, b: nn.Module) -> bool:

@@ -1,19 +1,32 @@
 """The benchmark runs end to end in its smoke mode (it reports numbers; nothing here judges them)."""
 
 import json
+import re
 
-from redlib.bench import run_bench
+from redlib.bench import SMOKE_TEST_COMMANDS, run_bench
+from redlib.runtime import project_root
 
 
 def test_bench_smoke_mode_writes_a_complete_report(tmp_path):
     report = run_bench(tmp_path, smoke=True, notebooks=["reproduce"])
     saved = json.loads((tmp_path / "bench.json").read_text())
-    assert saved["smoke"] is True and set(report) <= set(saved)
+    assert saved["smoke"] is True and set(report) <= set(saved) and saved["errors"] == {}
     pc = saved["prefix_cache"]
-    assert pc["embedded"]["blocks"] == 6 and pc["embedded"]["bound"] == (6 + 4) / 6
+    assert {r["batch"] for r in pc["embedded"]} == {pc["pipeline_batch"], pc["paper_batch"]}
+    assert all(r["blocks"] == 6 and r["bound"] == (6 + 4) / 6 for r in pc["embedded"])
     assert pc["qwen_shaped"][0]["cached_epoch"]["median"] > 0
     assert saved["features_cache"]["speedup"] > 0
     assert set(saved["throughput"]["methods"]) == {"global head", "softmax MoE", "RED"}
     nb = saved["notebooks"]["smoke"]["per_notebook"]["reproduce"]
-    assert nb["wall_seconds"] > 0 and nb["peak_rss_mb"] > 0
+    assert nb["wall_seconds"] > 0 and nb["peak_rss_mb"] > 0 and nb["stage_seconds"] == {}
     assert "run_task1" in saved["profile"]["cprofile"]
+
+
+def test_bench_times_exactly_the_makefile_test_recipes():
+    makefile = (project_root() / "Makefile").read_text()
+    recipes = []
+    for target in ("unit", "notebooks"):
+        block = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, re.M).group(1)
+        recipes += [line.strip().replace("$(PY)", "{python}") for line in block.splitlines()]
+    assert re.search(r"^test:.*\bunit notebooks$", makefile, re.M)
+    assert recipes == SMOKE_TEST_COMMANDS

@@ -25,6 +25,16 @@ def test_cached_stage_is_loaded_bit_exact_and_not_retrained(tmp_path):
     assert state_equal(first, second)
 
 
+def test_compute_time_is_counted_for_computed_stages_only(tmp_path):
+    store, calls = Store(tmp_path), []
+    store.module("toy/x", {"seed": 0}, nn.Linear(2, 1), trainer(calls))
+    store.module("toy/x", {"seed": 0}, nn.Linear(2, 1), trainer(calls))
+    store.tensors("feats", {"n": 1}, lambda: ({"h": torch.ones(2)}, {}))
+    assert (store.hits, store.misses) == (1, 2) and set(store.seconds) == {"toy/x", "feats"}
+    assert all(v >= 0 for v in store.seconds.values())
+    assert Store(tmp_path).seconds == {}
+
+
 def test_other_configuration_is_a_miss(tmp_path):
     store, calls = Store(tmp_path), []
     store.module("toy/x", {"seed": 0}, nn.Linear(2, 1), trainer(calls))
