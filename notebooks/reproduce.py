@@ -70,9 +70,12 @@ plots.styled(params.set_index(["notebook", "parameter"])).set_table_styles(
 #
 # From the provenance of the results this book shows: the wall time of each notebook's last run,
 # and how many of its trained stages that run computed rather than loaded from the cache (a run
-# that loaded everything is not a measure of training time; `make bench` times cold runs).
+# that loaded everything is not a measure of training time). The last column is the cold time
+# `make bench` measured for the same profile, from an empty cache (see "Speed and memory").
 
 # %% tags=["hide-input"]
+bench_path = resolve_path(cfg.results_dir) / "bench" / "bench.json"
+cold = json.loads(bench_path.read_text()).get("notebooks", {}).get(cfg.profile, {}) if bench_path.exists() else {}
 rows = []
 for name in NOTEBOOKS:
     path = resolve_path(cfg.results_dir) / cfg.profile / name / "claims.json"
@@ -82,7 +85,8 @@ for name in NOTEBOOKS:
         rows.append({"notebook": name, "wall seconds": p["wall_seconds"], "stages computed": st.get("computed"),
                      "stages loaded": st.get("loaded_from_cache"), "seeds": len(p["seeds"]),
                      "machine": f"{p['machine']['processor']}, {p['machine']['cpu_count']} CPUs",
-                     "started": p["started_at"]})
+                     "started": p["started_at"],
+                     "cold wall seconds (bench)": cold.get("per_notebook", {}).get(name, {}).get("wall_seconds")})
 walltimes = pd.DataFrame(rows)
 results.table("wall_times", walltimes)
 plots.styled(walltimes, precision=1, hide_index=True)

@@ -55,6 +55,20 @@ def domain_bars(df: pd.DataFrame, x: str, y: str, hue: str, title: str, ylabel: 
     return fig
 
 
+def speedup_vs_bound(df: pd.DataFrame, title: str):
+    """Measured speed-up (min-max as error bars) and the (L + 2k) / 3k bound against depth L, one line per batch size."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    depths = sorted(df["blocks"].unique())
+    ax.plot(depths, [df.loc[df["blocks"] == d, "bound"].iloc[0] for d in depths], "k--", label="bound (L+2k)/3k")
+    for batch, part in df.sort_values("blocks").groupby("batch"):
+        err = [part["speedup"] - part["speedup_min"], part["speedup_max"] - part["speedup"]]
+        ax.errorbar(part["blocks"], part["speedup"], yerr=err, marker="o", capsize=3, label=f"measured, batch {batch}")
+    ax.set(title=title, xlabel="blocks L (top k = 2 trained)", ylabel="speed-up (naive / cached)", xticks=depths)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
 def styled(df: pd.DataFrame, precision: int = 3, caption: str | None = None, hide_index: bool = False):
     """A pandas Styler with the house number format and a stable id (so re-executions give identical HTML)."""
     uid = hashlib.md5((caption or "").encode() + df.to_csv().encode()).hexdigest()[:8]

@@ -31,6 +31,11 @@ from .train import TrainConfig, fit
 
 STAGE_VERSION = 1
 K = len(RANGES)
+# what each stage kind in the cache holds (the bench page names them)
+STAGE_KINDS = {"task1/prefix": "frozen-prefix states (computed once)", "task1/stage1": "stage 1: top blocks + global head",
+               "task1/features": "pooled features of every question", "task1/expert": "stage 2: MoE head experts",
+               "task1/residual": "stage 2: RED residual experts", "task1/code": "stage 2: code-variant experts",
+               "task1/router": "stage 3: router", "task1/joint": "stage 4: residuals and router tuned jointly"}
 METHODS = ("global head", "oracle experts", "uniform averaging", "softmax MoE", "RED", "RED stage 4", "RED code variant")
 
 

@@ -16,8 +16,8 @@ from torch.nn import functional as F
 
 from .combiners import OutputMixture, average_parameters
 from .config import ToyConfig
-from .metrics import per_group
 from .experts import BasePlusResidual, LinearExpert, MLPExpert, ScaledExpert
+from .metrics import per_group
 from .runtime import generator, seed_everything
 from .store import Store
 from .train import TrainConfig, fit
