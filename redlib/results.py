@@ -44,11 +44,12 @@ def jsonable(value: Any) -> Any:
 
 
 def git_commit() -> str:
-    """HEAD of the checkout, with '+dirty' when tracked files differ; 'unknown' outside git."""
+    """HEAD of the checkout, with '+dirty' when tracked files other than outputs (book/, results/) differ."""
     root = project_root()
     try:
         head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
-        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=root,
+        outputs = ["--", ".", ":!book", ":!results"]
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", *outputs], cwd=root,
                                capture_output=True, text=True, check=True)
     except (OSError, subprocess.CalledProcessError):
         return "unknown"

@@ -58,3 +58,27 @@ def test_non_finite_values_become_null(results_root):
     res.claim("toy.linear.weights", float("nan"), per_seed=[float("inf"), 0.1])
     doc = json.loads((res.finish() / "claims.json").read_text())
     assert doc["claims"]["toy.linear.weights"] == {"value": None, "per_seed": [None, 0.1]}
+
+
+def test_commit_is_dirty_for_changed_code_but_not_for_changed_outputs(tmp_path, monkeypatch):
+    import subprocess
+
+    from redlib.results import git_commit
+
+    def git(*args):
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,
+                       capture_output=True)
+
+    for name in ("code.py", "book/page.ipynb", "results/full/x.csv"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("0")
+    git("init", "-q")
+    git("add", ".")
+    git("commit", "-qm", "first")
+    monkeypatch.setenv("REDLIB_ROOT", str(tmp_path))
+    assert not git_commit().endswith("+dirty")
+    (tmp_path / "book/page.ipynb").write_text("1")
+    (tmp_path / "results/full/x.csv").write_text("1")
+    assert not git_commit().endswith("+dirty")
+    (tmp_path / "code.py").write_text("1")
+    assert git_commit().endswith("+dirty")
