@@ -46,6 +46,11 @@ QWEN_SHAPE = {"num_hidden_layers": 28, "hidden_size": 256, "intermediate_size": 
               "num_key_value_heads": 2, "head_dim": 64}
 
 
+def spread(times: list[float]) -> dict:
+    """Median, min, max and every value of a list of repeated timings (seconds)."""
+    return {"median": statistics.median(times), "min": min(times), "max": max(times), "reps": len(times), "seconds": times}
+
+
 def timed(fn: Callable[[], object], reps: int) -> dict:
     """Run fn `reps` times (after one warm-up): median, min, max seconds and every repetition."""
     fn()
@@ -54,7 +59,7 @@ def timed(fn: Callable[[], object], reps: int) -> dict:
         t = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t)
-    return {"median": statistics.median(times), "min": min(times), "max": max(times), "reps": reps, "seconds": times}
+    return spread(times)
 
 
 def qwen_shaped(layers: int, root: Path) -> Path:
@@ -177,6 +182,25 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
     return out
 
 
+def profile_passes(profile: str, workdir: Path, passes: int, notebooks: list[str] | None = None) -> dict:
+    """`passes` cold runs of a profile's notebooks (each into a fresh folder), then the strict build; medians and spread."""
+    runs = []
+    for i in range(passes):
+        work = workdir / f"pass{i}"
+        t = time.perf_counter()
+        times = notebook_times(profile, work, notebooks)
+        build = book_build_seconds(work) if notebooks is None else None
+        runs.append({"per_notebook": times, "build": build, "total": time.perf_counter() - t})
+    per_notebook = {}
+    for name, first in runs[0]["per_notebook"].items():
+        walls = [r["per_notebook"][name]["wall_seconds"] for r in runs]
+        per_notebook[name] = {**first, "wall_seconds": statistics.median(walls), "wall": spread(walls),
+                              "peak_rss_mb": max(r["per_notebook"][name]["peak_rss_mb"] for r in runs)}
+    builds = [r["build"] for r in runs if r["build"] is not None]
+    return {"passes": passes, "per_notebook": per_notebook, "book_build_seconds": statistics.median(builds) if builds else None,
+            "total_seconds": statistics.median(r["total"] for r in runs), "total": spread([r["total"] for r in runs])}
+
+
 def book_build_seconds(workdir: Path) -> float:
     """Time of the strict HTML build of already executed notebooks."""
     from .runner import BOOK_FILES
@@ -284,14 +308,10 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
         step("throughput", lambda: throughput(8 * n, reps))
         report["notebooks"] = {}
         for p in profiles:
-            def one(p: str = p) -> dict:
-                work = tmp / p
-                t = time.perf_counter()
-                times = notebook_times(p, work, notebooks)
-                build = book_build_seconds(work) if notebooks is None else None
-                return {"per_notebook": times, "book_build_seconds": build, "total_seconds": time.perf_counter() - t}
+            # the smoke profile is cheap enough to repeat; a full cold pass takes most of an hour
+            passes = 3 if p == "smoke" and not smoke else 1
             try:
-                report["notebooks"][p] = one()
+                report["notebooks"][p] = profile_passes(p, tmp / p, passes, notebooks)
             except Exception as err:  # noqa: BLE001
                 report["errors"][f"notebooks {p}"] = f"{type(err).__name__}: {err}"
             save()

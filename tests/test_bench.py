@@ -17,7 +17,9 @@ def test_bench_smoke_mode_writes_a_complete_report(tmp_path):
     assert pc["qwen_shaped"][0]["cached_epoch"]["median"] > 0
     assert saved["features_cache"]["speedup"] > 0
     assert set(saved["throughput"]["methods"]) == {"global head", "softmax MoE", "RED"}
+    assert saved["notebooks"]["smoke"]["passes"] == 1
     nb = saved["notebooks"]["smoke"]["per_notebook"]["reproduce"]
+    assert nb["wall"]["reps"] == 1 and nb["wall"]["median"] == nb["wall_seconds"]
     assert nb["wall_seconds"] > 0 and nb["peak_rss_mb"] > 0 and nb["stage_seconds"] == {}
     assert "run_task1" in saved["profile"]["cprofile"]
 
