@@ -206,6 +206,25 @@ if bench and targets:
     display(plots.styled(tt, hide_index=True).map(lambda v: colour.get(v, ""), subset=["met"]))
 
 # %% [markdown]
+# ## From run to run
+#
+# Every full `make bench` run adds its headline numbers to `results/bench/history.jsonl`. The spreads
+# above are between repetitions inside one run; this table shows whether separate runs agree as
+# closely, which matters when a target is met or missed by a small margin.
+
+# %% tags=["hide-input"]
+hist_path = path.parent / "history.jsonl"
+history = pd.DataFrame([json.loads(line) for line in hist_path.read_text().splitlines() if line.strip()]) \
+    if hist_path.exists() else pd.DataFrame()
+if len(history):
+    runs = history.set_index("git_commit").drop(columns=["started_at"]).T
+    runs.columns = [f"run {i + 1} ({c})" for i, c in enumerate(runs.columns)]
+    results.table("history", runs)
+    display(plots.styled(runs, precision=2))
+else:
+    display(Markdown("No full bench run has been recorded yet."))
+
+# %% [markdown]
 # ## Where the time goes
 #
 # The stage cache records how long each stage took to compute; for the slowest notebook of the cold
@@ -249,6 +268,10 @@ if bench and targets:
         named = [f"`{k}` ({w})" for k, w in zip(top2["stage kind"], top2["what"])]
         lines.append(f"- In the slowest notebook, `{slowest}`, the stages {named[0]} and {named[1]} take "
                      f"{top2['seconds'].sum() / wall:.0%} of its cold time: that is where a faster pipeline would start.")
+    if len(history) > 1 and "prefix_cache" in bench:
+        for col in [c for c in history.columns if c.startswith("speed-up") and c.endswith(f"batch {pipeline}")]:
+            lines.append(f"- Across the {len(history)} recorded bench runs, {col.removeprefix('speed-up ')}: "
+                         f"{history[col].min():.2f}x to {history[col].max():.2f}x.")
     if "features_cache" in bench:
         lines.append(f"- Cached pooled features make a router epoch {bench['features_cache']['speedup']:.0f}x cheaper than "
                      "recomputing the backbone: stages 2-4 of every experiment train on them.")

@@ -2,7 +2,8 @@
 
 Measures (several repetitions, median and spread): frozen-prefix training vs the naive full forward,
 heads on cached features vs recomputing the backbone, cold wall time and peak memory of every notebook,
-the whole book build, inference throughput, and a cProfile summary of the slowest notebook's work.
+the whole book build, the README's test command, inference throughput, and where the slowest notebook
+spends its time (compute seconds per stage kind, and a cProfile of one Task 1 run).
 Targets are reported against, never asserted.
 """
 
@@ -20,6 +21,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
@@ -264,6 +266,29 @@ def cprofile_table(text: str) -> pd.DataFrame:
     return pd.DataFrame([{"calls": c, "own s": float(o), "cumulative s": float(cu), "function": fn} for c, o, cu, fn in rows])
 
 
+def headline(report: dict) -> dict:
+    """The numbers of one bench run that the targets judge, flat, for the history of runs."""
+    pc, nbs = report.get("prefix_cache", {}), report.get("notebooks", {})
+    row = {"started_at": report.get("started_at"), "git_commit": report["git_commit"][:12]}
+    for r in [*pc.get("embedded", []), *pc.get("qwen_shaped", [])]:
+        name = "embedded" if r["backbone"] == "embedded" else f"qwen L{r['blocks']}"
+        row[f"speed-up {name} batch {r['batch']}"] = round(r["speedup"], 3)
+    if "full" in nbs:
+        row["full book min"] = round(nbs["full"]["total_seconds"] / 60, 2)
+    if "smoke_test_command" in report:
+        row["test command min"] = round(report["smoke_test_command"]["total_seconds"] / 60, 2)
+    peaks = [t["peak_rss_mb"] for block in nbs.values() for t in block["per_notebook"].values()]
+    if peaks:
+        row["peak memory GiB"] = round(max(peaks) / 1024, 2)
+    return row
+
+
+def append_history(report: dict, out: Path) -> None:
+    """Add this run's headline numbers to <out>/history.jsonl (one line per full bench run)."""
+    with open(out / "history.jsonl", "a") as f:
+        f.write(json.dumps(headline(report)) + "\n")
+
+
 def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None,
               profiles: list[str] | None = None) -> dict:
     """Run every measurement (small sizes when smoke) and write bench.json under `out` after each step.
@@ -281,6 +306,7 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
     profiles = profiles or (["smoke"] if smoke else ["smoke", "full"])
     started = time.time()
     report: dict = {"smoke": smoke, "targets": TARGETS, "git_commit": git_commit(), "libraries": library_versions(),
+                    "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                     "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
                                 "torch_threads": torch.get_num_threads()},
                     "profiles_timed": profiles, "errors": {}}
@@ -322,4 +348,6 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
         step("profile", lambda: {"slowest_notebook": slowest, "what": f"one Task 1 seed and split ({profiles[-1]} profile), cold cache",
                                  "cprofile": profile_task1(profiles[-1])})
     save()
+    if not smoke:
+        append_history(report, out)
     return report

@@ -3,7 +3,7 @@
 import json
 import re
 
-from redlib.bench import SMOKE_TEST_COMMANDS, run_bench
+from redlib.bench import SMOKE_TEST_COMMANDS, append_history, run_bench
 from redlib.runtime import project_root
 
 
@@ -22,6 +22,12 @@ def test_bench_smoke_mode_writes_a_complete_report(tmp_path):
     assert nb["wall"]["reps"] == 1 and nb["wall"]["median"] == nb["wall_seconds"]
     assert nb["wall_seconds"] > 0 and nb["peak_rss_mb"] > 0 and nb["stage_seconds"] == {}
     assert "run_task1" in saved["profile"]["cprofile"]
+    assert not (tmp_path / "history.jsonl").exists()  # smoke runs stay out of the history of runs
+    append_history(report, tmp_path)
+    append_history(report, tmp_path)
+    runs = [json.loads(line) for line in (tmp_path / "history.jsonl").read_text().splitlines()]
+    assert len(runs) == 2 and runs[0][f"speed-up embedded batch {pc['pipeline_batch']}"] > 0
+    assert runs[0]["peak memory GiB"] > 0 and "full book min" not in runs[0]
 
 
 def test_bench_times_exactly_the_makefile_test_recipes():
