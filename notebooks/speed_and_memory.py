@@ -68,9 +68,10 @@ targets = []
 def target(what: str, measured: float, goal: float, higher_is_better: bool, unit: str, judged: bool = True) -> None:
     """Record whether a measured number meets its target (or, when not judged, a reference point), and by how much."""
     met = measured >= goal if higher_is_better else measured <= goal
-    gap = "" if met else f"missed by {abs(measured - goal):.2f} {unit} ({abs(measured - goal) / goal:.0%})"
+    gap = "" if met else f"missed by {abs(measured - goal):.2g} {unit} ({abs(measured - goal) / goal:.1%})"
+    digits = 3 if abs(measured - goal) < 0.01 else 2  # enough digits to tell a near miss from a hit
     targets.append({"target": what, "goal": f"{'>=' if higher_is_better else '<='} {goal} {unit}",
-                    "measured": f"{measured:.2f} {unit}", "met": ("yes" if met else "no") if judged else
+                    "measured": f"{measured:.{digits}f} {unit}", "met": ("yes" if met else "no") if judged else
                     f"reference: {'yes' if met else 'no'}", "gap": gap})
 
 
