@@ -156,7 +156,7 @@ if bench:
     nb_rows = []
     for prof, block in bench.get("notebooks", {}).items():
         for name, t in block["per_notebook"].items():
-            w = t.get("wall", {"min": t["wall_seconds"], "max": t["wall_seconds"], "reps": 1})
+            w = t["wall"]
             nb_rows.append({"profile": prof, "notebook": name, "cold passes": w["reps"],
                             "cold wall s (median)": round(t["wall_seconds"], 1),
                             "min-max s": f"{w['min']:.1f}-{w['max']:.1f}" if w["reps"] > 1 else "",

@@ -16,6 +16,7 @@ import os
 import platform
 import pstats
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -92,6 +93,10 @@ def prefix_vs_naive(backbone: str, n: int, batches: list[int], reps: int, k: int
     head = nn.Linear(bb.dim, N_CLASSES)
     y = torch.randint(N_CLASSES, (n,), generator=torch.Generator().manual_seed(0))
     params = [p for p in bb.parameters() if p.requires_grad] + list(head.parameters())
+    L = bb.n_blocks
+    common = {"backbone": backbone if backbone == "embedded" else Path(backbone).name, "blocks": L, "k": k, "samples": n,
+              "tokens_per_sample": int(tokens.attention_mask.sum(1).float().mean()), "prefix_seconds_once": prefix_seconds,
+              "bound": (L + 2 * k) / (3 * k)}
     rows = []
     for batch in batches:
         opt = torch.optim.AdamW(params, lr=1e-5)  # the fit loop's optimiser
@@ -105,11 +110,8 @@ def prefix_vs_naive(backbone: str, n: int, batches: list[int], reps: int, k: int
                 opt.zero_grad(set_to_none=True)
 
         cached, naive = timed(lambda: epoch(True), reps), timed(lambda: epoch(False), reps)
-        L = bb.n_blocks
-        rows.append({"backbone": backbone if backbone == "embedded" else Path(backbone).name, "blocks": L, "k": k,
-                     "samples": n, "batch": batch, "tokens_per_sample": int(tokens.attention_mask.sum(1).float().mean()),
-                     "prefix_seconds_once": prefix_seconds, "cached_epoch": cached, "naive_epoch": naive,
-                     "speedup": naive["median"] / cached["median"], "bound": (L + 2 * k) / (3 * k)})
+        rows.append({**common, "batch": batch, "cached_epoch": cached, "naive_epoch": naive,
+                     "speedup": naive["median"] / cached["median"]})
     return rows
 
 
@@ -204,18 +206,15 @@ def profile_passes(profile: str, workdir: Path, passes: int, notebooks: list[str
 
 
 def book_build_seconds(workdir: Path) -> float:
-    """Time of the strict HTML build of already executed notebooks."""
-    from .runner import BOOK_FILES
+    """Time of the book's strict HTML build (and link check) of the notebooks executed into workdir/book."""
+    from .runner import build_html, copy_book_sources
 
     stage = workdir / "stage"
-    (stage / "book").mkdir(parents=True, exist_ok=True)
-    for name in BOOK_FILES:
-        (stage / name).write_text((project_root() / name).read_text())
+    copy_book_sources(stage)
     for nb in (workdir / "book").glob("*.ipynb"):
-        (stage / "book" / nb.name).write_bytes(nb.read_bytes())
-    jb = Path(sys.executable).with_name("jupyter-book")
+        shutil.copy2(nb, stage / "book" / nb.name)
     t = time.perf_counter()
-    subprocess.run([str(jb), "build", str(stage), "--all", "-W", "-n", "-q"], check=True, capture_output=True)
+    build_html(stage, quiet=True)
     return time.perf_counter() - t
 
 
@@ -316,9 +315,10 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
         report["bench_seconds"] = time.time() - started
         (out / "bench.json").write_text(json.dumps(jsonable(report), indent=2) + "\n")
 
-    def step(name: str, fn: Callable[[], object]) -> None:
+    def step(name: str, fn: Callable[[], object], into: dict | None = None, key: str | None = None) -> None:
+        """Store fn() as report[name] (or into[key]); a failure is recorded under `name` and the bench goes on."""
         try:
-            report[name] = fn()
+            (report if into is None else into)[key or name] = fn()
         except Exception as err:  # noqa: BLE001 - recorded, reported on the page
             report["errors"][name] = f"{type(err).__name__}: {err}"
         save()
@@ -336,16 +336,10 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
         for p in profiles:
             # the smoke profile is cheap enough to repeat; a full cold pass takes most of an hour
             passes = 3 if p == "smoke" and not smoke else 1
-            try:
-                report["notebooks"][p] = profile_passes(p, tmp / p, passes, notebooks)
-            except Exception as err:  # noqa: BLE001
-                report["errors"][f"notebooks {p}"] = f"{type(err).__name__}: {err}"
-            save()
+            step(f"notebooks {p}", lambda p=p, n=passes: profile_passes(p, tmp / p, n, notebooks), report["notebooks"], p)
         if not smoke:
             step("smoke_test_command", lambda: smoke_test_command(tmp / "test"))
-        timed_nbs = report["notebooks"].get(profiles[-1], {}).get("per_notebook") or {}
-        slowest = max(timed_nbs.items(), key=lambda kv: kv[1]["wall_seconds"])[0] if timed_nbs else "task1_addition"
-        step("profile", lambda: {"slowest_notebook": slowest, "what": f"one Task 1 seed and split ({profiles[-1]} profile), cold cache",
+        step("profile", lambda: {"what": f"one Task 1 seed and split ({profiles[-1]} profile), cold cache",
                                  "cprofile": profile_task1(profiles[-1])})
     save()
     if not smoke:

@@ -86,31 +86,39 @@ def _hide_injected_parameters(path: Path) -> None:
         nbformat.write(nb, path)
 
 
+def copy_book_sources(stage: Path) -> None:
+    """Copy the book's config and its pages other than executed notebooks into `stage` (pages since removed go)."""
+    root = project_root()
+    (stage / "book").mkdir(parents=True, exist_ok=True)
+    for old in (stage / "book").iterdir():  # pages removed from book/ since the last staging
+        if old.suffix != ".ipynb" and not (root / "book" / old.name).exists():
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
+    for name in BOOK_FILES:
+        shutil.copy2(root / name, stage / name)
+    for page in (root / "book").iterdir():
+        if page.suffix != ".ipynb" and not page.name.startswith("."):
+            dest = stage / "book" / page.name
+            shutil.copytree(page, dest, dirs_exist_ok=True) if page.is_dir() else shutil.copy2(page, dest)
+
+
 def stage_book(profile: str) -> Path:
     """Make the profile's book source folder: for smoke, a copy of the book's pages and config."""
     stage = stage_dir(profile)
-    root = project_root()
-    if stage != root:
-        (stage / "book").mkdir(parents=True, exist_ok=True)
-        for old in (stage / "book").iterdir():  # pages removed from book/ since the last staging
-            if old.suffix != ".ipynb" and not (root / "book" / old.name).exists():
-                shutil.rmtree(old) if old.is_dir() else old.unlink()
-        for name in BOOK_FILES:
-            shutil.copy2(root / name, stage / name)
-        for page in (root / "book").iterdir():
-            if page.suffix != ".ipynb" and not page.name.startswith("."):
-                dest = stage / "book" / page.name
-                shutil.copytree(page, dest, dirs_exist_ok=True) if page.is_dir() else shutil.copy2(page, dest)
+    if stage != project_root():
+        copy_book_sources(stage)
     return stage
 
 
-def build_html(stage: Path) -> Path:
-    """Strict jupyter-book build (nitpicky, warnings are errors) of a staged book; returns index.html."""
+def build_html(stage: Path, quiet: bool = False) -> Path:
+    """Strict jupyter-book build (nitpicky, warnings are errors) of a staged book, then a link check; returns index.html."""
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(stage), "--all", "-W", "-n", "--keep-going"]
-    proc = subprocess.run(cmd)
+    proc = subprocess.run(cmd, capture_output=quiet, text=True)
     if proc.returncode:
-        raise RuntimeError(f"jupyter-book build of {stage} failed (exit {proc.returncode}); see the warnings above")
+        lines = (proc.stdout + proc.stderr).splitlines() if quiet else []
+        shown = [ln for ln in lines if "WARNING" in ln or "ERROR" in ln or "Error" in ln][:5] \
+            or (lines[-3:] if quiet else ["see the warnings above"])
+        raise RuntimeError(f"jupyter-book build of {stage} failed (exit {proc.returncode}): " + " | ".join(shown))
     from .linkcheck import broken_links
 
     html = stage / "_build" / "html"
