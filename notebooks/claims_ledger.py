@@ -37,14 +37,10 @@ results_dir = "results"  # where the notebooks wrote their results
 # %% tags=["hide-input"]
 from IPython.display import HTML, Markdown, display
 
-from redlib import ledger
-from redlib.config import LedgerConfig
-from redlib.results import Results
-from redlib.runtime import resolve_path
+from redlib.book import ledger, pages
 
-cfg = LedgerConfig.from_namespace(globals())
-results = Results(cfg)
-table = ledger.table(ledger.collect(resolve_path(cfg.results_dir), cfg.profile))
+cfg, results = pages.start("claims_ledger", globals())
+table = ledger.table(ledger.collect(cfg.results_dir, cfg.profile))
 counts = ledger.summary(table)
 results.table("ledger", table)
 display(HTML(ledger.summary_html(counts)))

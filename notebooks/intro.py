@@ -27,14 +27,11 @@ results_dir = "results"  # where the notebooks wrote their results
 # %% tags=["hide-input"]
 from IPython.display import HTML, Markdown, display
 
-from redlib import ledger, plots
-from redlib.config import IntroConfig
-from redlib.results import Results
-from redlib.runtime import resolve_path
+from redlib.book import ledger, pages, plots
 
-cfg = IntroConfig.from_namespace(globals())
-results = Results(cfg)
-table = ledger.table(ledger.collect(resolve_path(cfg.results_dir), cfg.profile))
+cfg, results = pages.start("intro", globals())
+collected = ledger.collect(cfg.results_dir, cfg.profile)
+table = ledger.table(collected)
 counts = ledger.summary(table)
 display(Markdown(f"**The paper's {len(table)} claims against our runs** (details in the {{ref}}`claims ledger <ledger>`):"))
 display(HTML(ledger.summary_html(counts)))
@@ -42,7 +39,7 @@ display(HTML(ledger.summary_html(counts)))
 # %% [markdown]
 # ## Two commands
 #
-# On a fresh machine with Python 3.10+ and `make` (no GPU, no network at run time):
+# On a fresh machine with Python 3.11+ and `make` (no GPU, no network at run time):
 #
 # ```bash
 # make book   # install into .venv if needed, execute every notebook (full profile), build this HTML book
@@ -60,7 +57,12 @@ display(HTML(ledger.summary_html(counts)))
 # mixing weights $\alpha(x) = \operatorname{softmax}(W_r h(x))$, and the prediction uses the
 # corrected state with one shared classifier:
 #
-# $$\hat h(x) = h(x) + \sum_{i=1}^{5} \alpha_i(x)\,\Delta h_i(x), \qquad p(y\mid x) = \operatorname{softmax}(W_c\,\hat h(x)).$$
+# ```{math}
+# :label: eq-red
+# \hat h(x) = h(x) + \sum_{i=1}^{K} \alpha_i(x)\,V_i\,\sigma(U_i\,h(x)), \qquad p(y\mid x) = \operatorname{softmax}(W_c\,\hat h(x)).
+# ```
+#
+# Every page that runs RED refers to this equation, {eq}`eq-red`.
 #
 # The baselines are a global head (one classifier on all data), oracle experts (the true domain
 # picks the expert: an upper bound), uniform averaging of the experts' softmax outputs, and a
@@ -73,12 +75,15 @@ plots.red_diagram();
 # %% [markdown]
 # ## What this book reproduces
 #
-# | paper section | page | status |
-# |---|---|---|
-# | toy experiments A-C (linear, MLP, residual experts) | {doc}`toy_experiments` | reproduced |
-# | 4.1-4.6 arithmetic Task 1, RED and four baselines | {doc}`task1_addition` | reproduced on the embedded backbone |
-# | 4.7 Task 2 (mixed), 4.8 op experts and step decomposer, 4.9 ablations, 4.10 cost, MNIST, routing heatmaps, robustness | - | not yet in this book: their claims show "not measured" in the ledger |
-#
+# Each part of the paper, the page that reproduces it, and how many of its claims the last runs
+# measured (and with what verdict); parts still to come say so.
+
+# %% tags=["hide-input"]
+status = ledger.status(collected)
+results.table("status", status)
+display(Markdown(status.to_markdown(index=False)))
+
+# %% [markdown]
 # ## How to read a page
 #
 # Each page opens with the paper's question, runs the experiment over several seeds, and ends with

@@ -28,16 +28,12 @@ results_dir = "results"  # where the notebooks wrote their results
 import pandas as pd
 from IPython.display import Markdown, display
 
-from redlib import plots
-from redlib.config import PaperVsCodeConfig
-from redlib.results import Results
-from redlib.runtime import resolve_path
+from redlib.book import pages, plots
+from redlib.book.results import read
 
-cfg = PaperVsCodeConfig.from_namespace(globals())
-results = Results(cfg)
-t1 = resolve_path(cfg.results_dir) / cfg.profile / "task1_addition"
-overall = pd.read_csv(t1 / "overall.csv")
-routers = pd.read_csv(t1 / "router_accuracy.csv")
+cfg, results = pages.start("paper_vs_code", globals())
+t1 = read("task1_addition", cfg.profile, cfg.results_dir)
+overall, routers = t1.table("overall"), t1.table("router_accuracy")
 acc = overall.groupby(["split", "method"])["accuracy"].mean().unstack("split")
 router_test = routers[routers["split_part"] == "test"].groupby("split")["router_accuracy"].mean()
 

@@ -47,19 +47,16 @@ device = "cpu"  # unused: this page trains nothing
 results_dir = "results"  # where the notebooks wrote their results
 
 # %% tags=["hide-input"]
-import json
-
 import pandas as pd
 from IPython.display import Markdown, display
 
-from redlib import plots
-from redlib.config import NOTEBOOKS, ReproduceConfig
-from redlib.results import Results
-from redlib.runner import parameter_table
-from redlib.runtime import resolve_path
+from redlib.bench import report
+from redlib.book import pages, plots
+from redlib.book.results import read
+from redlib.book.runner import parameter_table
+from redlib.core.runtime import resolve_path
 
-cfg = ReproduceConfig.from_namespace(globals())
-results = Results(cfg)
+cfg, results = pages.start("reproduce", globals())
 params = parameter_table()
 results.table("parameters", params)
 plots.styled(params.set_index(["notebook", "parameter"])).set_table_styles(
@@ -74,19 +71,18 @@ plots.styled(params.set_index(["notebook", "parameter"])).set_table_styles(
 # `make bench` measured for the same profile, from an empty cache (see "Speed and memory").
 
 # %% tags=["hide-input"]
-bench_path = resolve_path(cfg.results_dir) / "bench" / "bench.json"
-cold = json.loads(bench_path.read_text()).get("notebooks", {}).get(cfg.profile, {}) if bench_path.exists() else {}
+bench = report.load(resolve_path(cfg.results_dir) / "bench" / "bench.json") or {}
+cold = bench.get("notebooks", {}).get(cfg.profile, {}).get("per_notebook", {})
 rows = []
-for name in NOTEBOOKS:
-    path = resolve_path(cfg.results_dir) / cfg.profile / name / "claims.json"
-    if path.exists():
-        p = json.loads(path.read_text())["provenance"]
+for name in pages.NOTEBOOKS:
+    res = read(name, cfg.profile, cfg.results_dir)
+    if res.exists:
+        p = res.provenance
         st = p.get("stages") or {}
         rows.append({"notebook": name, "wall seconds": p["wall_seconds"], "stages computed": st.get("computed"),
                      "stages loaded": st.get("loaded_from_cache"), "seeds": len(p["seeds"]),
                      "machine": f"{p['machine']['processor']}, {p['machine']['cpu_count']} CPUs",
-                     "started": p["started_at"],
-                     "cold wall seconds (bench)": cold.get("per_notebook", {}).get(name, {}).get("wall_seconds")})
+                     "started": p["started_at"], "cold wall seconds (bench)": cold.get(name, {}).get("wall_seconds")})
 walltimes = pd.DataFrame(rows)
 results.table("wall_times", walltimes)
 plots.styled(walltimes, precision=1, hide_index=True)

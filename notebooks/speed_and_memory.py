@@ -32,51 +32,24 @@ device = "cpu"  # unused: this page trains nothing
 results_dir = "results"  # the bench file is <results_dir>/bench/bench.json
 
 # %% tags=["hide-input"]
-import json
-
 import pandas as pd
 from IPython.display import Markdown, display
 
-from redlib import plots
-from redlib.bench import cprofile_table
-from redlib.config import BenchPageConfig
-from redlib.results import Results
-from redlib.runtime import resolve_path
-from redlib.task1 import STAGE_KINDS
+from redlib.bench import report
+from redlib.book import pages, plots
+from redlib.core.runtime import resolve_path
 
-cfg = BenchPageConfig.from_namespace(globals())
-results = Results(cfg)
+cfg, results = pages.start("speed_and_memory", globals())
 path = resolve_path(cfg.results_dir) / "bench" / "bench.json"
-bench = json.loads(path.read_text()) if path.exists() else None
+bench = report.load(path)
 if bench is None:
     display(Markdown(f"No benchmark has been run yet (`{path.name}` is missing): run `make bench`."))
 else:
     m = bench["machine"]
     display(Markdown(f"Measured on {m['platform']} ({m['cpu_count']} CPUs, {m['torch_threads']} torch threads), commit "
                      f"`{bench['git_commit'][:12]}`{' - smoke mode: tiny sizes, one repetition' if bench['smoke'] else ''}."))
-
-
-# %% tags=["hide-input"]
-def span(t: dict) -> str:
-    """'median (min-max)' of a timing entry, in seconds."""
-    return f"{t['median']:.3f} ({t['min']:.3f}-{t['max']:.3f})"
-
-
-targets = []
-
-
-def target(what: str, measured: float, goal: float, higher_is_better: bool, unit: str, judged: bool = True) -> None:
-    """Record whether a measured number meets its target (or, when not judged, a reference point), and by how much."""
-    met = measured >= goal if higher_is_better else measured <= goal
-    gap = "" if met else f"missed by {abs(measured - goal):.2g} {unit} ({abs(measured - goal) / goal:.1%})"
-    digits = 3 if abs(measured - goal) < 0.01 else 2  # enough digits to tell a near miss from a hit
-    targets.append({"target": what, "goal": f"{'>=' if higher_is_better else '<='} {goal} {unit}",
-                    "measured": f"{measured:.{digits}f} {unit}", "met": ("yes" if met else "no") if judged else
-                    f"reference: {'yes' if met else 'no'}", "gap": gap})
-
-
-if bench and bench.get("errors"):
-    display(Markdown("**Steps of this bench run that failed:** " + "; ".join(f"{k}: {v}" for k, v in bench["errors"].items())))
+    if bench.get("errors"):
+        display(Markdown("**Steps of this bench run that failed:** " + "; ".join(f"{k}: {v}" for k, v in bench["errors"].items())))
 
 # %% [markdown]
 # ## Frozen-prefix cache vs naive training
@@ -92,26 +65,11 @@ if bench and bench.get("errors"):
 
 # %% tags=["hide-input"]
 if bench and "prefix_cache" in bench:
-    pc = bench["prefix_cache"]
-    rows = [*pc["embedded"], *pc["qwen_shaped"]]
-    cache = pd.DataFrame([{
-        "backbone": "embedded (MiniLM)" if r["backbone"] == "embedded" else "Qwen3-shaped", "blocks L": r["blocks"],
-        "batch": r["batch"], "naive epoch s": r["naive_epoch"]["median"], "cached epoch s": r["cached_epoch"]["median"],
-        "prefix once s": r["prefix_seconds_once"], "speedup": r["speedup"],
-        "speedup_min": r["naive_epoch"]["min"] / r["cached_epoch"]["max"],
-        "speedup_max": r["naive_epoch"]["max"] / r["cached_epoch"]["min"], "bound": r["bound"]} for r in rows])
-    cache["share of bound"] = (cache["speedup"] / cache["bound"]).map("{:.0%}".format)
+    cache = report.prefix_cache(bench)
     results.table("prefix_cache", cache)
-    pipeline = pc["pipeline_batch"]
-    for r in pc["embedded"]:
-        target(f"frozen-prefix speed-up, embedded backbone, batch {r['batch']}", r["speedup"],
-               bench["targets"]["embedded_cache_speedup"], True, "x", judged=r["batch"] == pipeline)
-    for r in pc["qwen_shaped"]:
-        if r["blocks"] == 28:
-            target(f"frozen-prefix speed-up, Qwen3-0.6B-shaped (28 blocks), batch {r['batch']}", r["speedup"],
-                   bench["targets"]["qwen_cache_speedup"], True, "x", judged=r["batch"] == pipeline)
-    display(Markdown(f"{rows[0]['samples']} questions, top k = {rows[0]['k']} blocks trained, median of "
-                     f"{rows[0]['naive_epoch']['reps']} epochs after a warm-up. The Qwen3-0.6B-shaped stacks keep its "
+    first, pc = bench["prefix_cache"]["embedded"][0], bench["prefix_cache"]
+    display(Markdown(f"{first['samples']} questions, top k = {first['k']} blocks trained, median of "
+                     f"{first['naive_epoch']['reps']} epochs after a warm-up. The Qwen3-0.6B-shaped stacks keep its "
                      f"depth and shape ratios at a quarter of its width ({pc['qwen_shape']}), with random weights, to fit "
                      "a CPU budget. Speed-up = median naive epoch / median cached epoch; its range pairs the extreme "
                      "repetitions (slowest naive over fastest cached, and the reverse)."))
@@ -129,13 +87,13 @@ if bench and "prefix_cache" in bench:
 # %% tags=["hide-input"]
 if bench and "features_cache" in bench and "throughput" in bench:
     fc, tp = bench["features_cache"], bench["throughput"]
-    display(Markdown(f"One router epoch over {fc['samples']} questions: {span(fc['cached_epoch'])} s on cached "
-                     f"features, {span(fc['recompute_epoch'])} s recomputing the frozen backbone each step: "
+    display(Markdown(f"One router epoch over {fc['samples']} questions: {report.span(fc['cached_epoch'])} s on cached "
+                     f"features, {report.span(fc['recompute_epoch'])} s recomputing the frozen backbone each step: "
                      f"**{fc['speedup']:.0f}x** faster."))
-    thr = pd.DataFrame([{"method": k, "queries per second": round(v["queries_per_second"]), "seconds per batch": span(v)}
+    thr = pd.DataFrame([{"method": k, "queries per second": round(v["queries_per_second"]), "seconds per batch": report.span(v)}
                         for k, v in tp["methods"].items()]
                        + [{"method": "backbone forward (embedded)", "queries per second": round(tp["backbone"]["queries_per_second"]),
-                           "seconds per batch": span(tp["backbone"])}])
+                           "seconds per batch": report.span(tp["backbone"])}])
     results.table("throughput", thr)
     display(Markdown(f"### Inference throughput\n\nRED's head (router + five residuals + classifier) costs "
                      f"{tp['red_extra_cost_vs_backbone']:.2%} of a backbone forward per query; its residuals and router "
@@ -153,32 +111,20 @@ if bench and "features_cache" in bench and "throughput" in bench:
 
 # %% tags=["hide-input"]
 if bench:
-    nb_rows = []
-    for prof, block in bench.get("notebooks", {}).items():
-        for name, t in block["per_notebook"].items():
-            w = t["wall"]
-            nb_rows.append({"profile": prof, "notebook": name, "cold passes": w["reps"],
-                            "cold wall s (median)": round(t["wall_seconds"], 1),
-                            "min-max s": f"{w['min']:.1f}-{w['max']:.1f}" if w["reps"] > 1 else "",
-                            "peak kernel memory MiB": t["peak_rss_mb"]})
-        if prof == "full" and block["book_build_seconds"] is not None:
-            target("whole full-profile book (every notebook cold + strict build)", block["total_seconds"] / 60,
-                   bench["targets"]["full_book_minutes"], False, "min")
     if "full" not in bench.get("notebooks", {}):
         display(Markdown("**This bench run did not time the full profile cold** (`--profiles` "
                          f"{','.join(bench.get('profiles_timed', []))}): the whole-book target is not measured here; "
                          "`make bench` with its defaults times it."))
-    if nb_rows:
-        nbt = pd.DataFrame(nb_rows)
+    nbt = report.notebooks(bench)
+    if len(nbt):
         results.table("notebooks", nbt)
-        target("peak kernel memory of any notebook", nbt["peak kernel memory MiB"].max() / 1024,
-               bench["targets"]["peak_rss_gib"], False, "GiB")
         display(plots.styled(nbt, precision=1, hide_index=True))
-    builds = {p: b["book_build_seconds"] for p, b in bench["notebooks"].items() if b["book_build_seconds"] is not None}
-    totals = {p: b["total_seconds"] / 60 for p, b in bench["notebooks"].items() if b["book_build_seconds"] is not None}
-    if builds:
-        display(Markdown("Strict HTML build of the executed notebooks: " + ", ".join(f"{v:.0f} s ({k})" for k, v in builds.items())
-                         + "; whole book, notebooks and build: " + ", ".join(f"{v:.1f} min ({k})" for k, v in totals.items()) + "."))
+    built = {p: b for p, b in bench["notebooks"].items() if b["book_build_seconds"] is not None}
+    if built:
+        display(Markdown("Strict HTML build of the executed notebooks: "
+                         + ", ".join(f"{b['book_build_seconds']:.0f} s ({p})" for p, b in built.items())
+                         + "; whole book, notebooks and build: "
+                         + ", ".join(f"{b['total_seconds'] / 60:.1f} min ({p})" for p, b in built.items()) + "."))
 
 # %% [markdown]
 # ## The test command
@@ -191,7 +137,6 @@ if bench and "smoke_test_command" in bench:
     st = bench["smoke_test_command"]
     steps = pd.DataFrame([{"command": s["command"], "seconds": round(s["seconds"], 1)} for s in st["steps"]])
     results.table("test_command", steps)
-    target("whole smoke test command (make test)", st["total_seconds"] / 60, bench["targets"]["smoke_test_minutes"], False, "min")
     display(plots.styled(steps, precision=1, hide_index=True))
 elif bench:
     display(Markdown("This bench run did not time the test command (it is timed by `make bench` without `--smoke`)."))
@@ -200,8 +145,8 @@ elif bench:
 # ## Targets
 
 # %% tags=["hide-input"]
-if bench and targets:
-    tt = pd.DataFrame(targets)
+if bench:
+    tt = report.targets(bench)
     results.table("targets", tt)
     colour = {"yes": "background-color: #c8e6c9", "no": "background-color: #ffcdd2"}
     display(plots.styled(tt, hide_index=True).map(lambda v: colour.get(v, ""), subset=["met"]))
@@ -214,9 +159,7 @@ if bench and targets:
 # closely, which matters when a target is met or missed by a small margin.
 
 # %% tags=["hide-input"]
-hist_path = path.parent / "history.jsonl"
-history = pd.DataFrame([json.loads(line) for line in hist_path.read_text().splitlines() if line.strip()]) \
-    if hist_path.exists() else pd.DataFrame()
+history = report.history(path.parent / "history.jsonl")
 if len(history):
     runs = history.set_index("git_commit").drop(columns=["started_at"]).T
     runs.columns = [f"run {i + 1} ({c})" for i, c in enumerate(runs.columns)]
@@ -233,50 +176,22 @@ else:
 # cProfile of one Task 1 seed and split from an empty cache (functions by cumulative time).
 
 # %% tags=["hide-input"]
-stage_s = {}
 if bench and bench.get("notebooks"):
-    prof = "full" if "full" in bench["notebooks"] else list(bench["notebooks"])[-1]
-    per_nb = bench["notebooks"][prof]["per_notebook"]
-    slowest = max(per_nb, key=lambda k: per_nb[k]["wall_seconds"])
-    stage_s = per_nb[slowest].get("stage_seconds") or {}
-    if stage_s:
-        wall = per_nb[slowest]["wall_seconds"]
-        by_kind = pd.DataFrame([{"stage kind": k, "what": STAGE_KINDS.get(k, ""), "seconds": v,
-                                 "share of notebook": f"{v / wall:.0%}"}
-                                for k, v in sorted(stage_s.items(), key=lambda kv: -kv[1])])
+    slowest, wall, by_kind = report.stage_kinds(bench)
+    if len(by_kind):
         results.table("stage_seconds", by_kind)
-        display(Markdown(f"`{slowest}` ({prof} profile, cold: {wall / 60:.1f} min), time by stage kind:"))
+        display(Markdown(f"`{slowest}` (cold: {wall / 60:.1f} min), time by stage kind:"))
         display(plots.styled(by_kind, precision=1, hide_index=True))
 if bench and "profile" in bench:
     display(Markdown(f"cProfile of {bench['profile']['what']}:"))
-    display(plots.styled(cprofile_table(bench["profile"]["cprofile"]).head(15), precision=3, hide_index=True))
+    display(plots.styled(report.cprofile_table(bench["profile"]["cprofile"]).head(15), precision=3, hide_index=True))
 
 # %% [markdown]
 # ## What we found
 
 # %% tags=["hide-input"]
-if bench and targets:
-    judged = [t for t in targets if t["met"] in ("yes", "no")]
-    missed = [t for t in judged if t["met"] == "no"]
-    steps_ratio = bench["prefix_cache"]["pipeline_batch"] // bench["prefix_cache"]["paper_batch"] if "prefix_cache" in bench else 1
-    lines = [f"- {len(judged) - len(missed)} of {len(judged)} targets met on this machine."]
-    lines += [f"- Missed: {t['target']}: {t['measured']} against {t['goal']}, {t['gap']}." for t in missed]
-    lines += [f"- For reference only (not a target): {t['target']}: {t['measured']} against {t['goal']}, {t['gap']}; "
-              f"with {steps_ratio}x as many steps per epoch, the work every step pays in both paths weighs more."
-              for t in targets if t["met"] == "reference: no"]
-    if stage_s:
-        top2 = by_kind.head(2)
-        named = [f"`{k}` ({w})" for k, w in zip(top2["stage kind"], top2["what"])]
-        lines.append(f"- In the slowest notebook, `{slowest}`, the stages {named[0]} and {named[1]} take "
-                     f"{top2['seconds'].sum() / wall:.0%} of its cold time: that is where a faster pipeline would start.")
-    if len(history) > 1 and "prefix_cache" in bench:
-        for col in [c for c in history.columns if c.startswith("speed-up") and c.endswith(f"batch {pipeline}")]:
-            lines.append(f"- Across the {len(history)} recorded bench runs, {col.removeprefix('speed-up ')}: "
-                         f"{history[col].min():.2f}x to {history[col].max():.2f}x.")
-    if "features_cache" in bench:
-        lines.append(f"- Cached pooled features make a router epoch {bench['features_cache']['speedup']:.0f}x cheaper than "
-                     "recomputing the backbone: stages 2-4 of every experiment train on them.")
-    display(Markdown("\n".join(lines)))
+if bench:
+    display(Markdown("\n".join(report.findings(bench, tt, history))))
 
 # %% tags=["hide-input"]
 results.finish()

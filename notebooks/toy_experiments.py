@@ -29,13 +29,13 @@ profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
 device = "cpu"  # the toys are tiny: they always train on the CPU
 results_dir = "results"  # results go to <results_dir>/<profile>/toy_experiments/
-n_seeds = None  # None: the profile's value (smoke 2, full 5)
-max_epochs = None  # None: the profile's value (smoke 100, full 3000)
-patience = None  # early-stopping patience in epochs; None: the profile's value
 lr = 0.01  # AdamW learning rate
+weight_decay = 0.0  # AdamW weight decay (0: decay would pull the weights off 0.5)
 batch_size = 64  # micro-batch size
 virtual_batch = 64  # gradients are accumulated up to this many samples per step
-weight_decay = 0.0  # AdamW weight decay (0: decay would pull the weights off 0.5)
+max_epochs = None  # None: the profile's value (smoke 100, full 3000)
+patience = None  # early-stopping patience in epochs; None: the profile's value
+n_seeds = None  # None: the profile's value (smoke 2, full 5)
 hidden = 64  # width of the 2-hidden-layer MLP experts (the paper: 64)
 residual_scale = 0.1  # residual experts are residual_scale * MLP(x) (the paper: 0.1)
 val_fraction = 0.2  # share of each domain's points held out for early stopping
@@ -46,19 +46,16 @@ import torch
 from IPython.display import Markdown, display
 from tqdm import tqdm
 
-from redlib import plots, toy
-from redlib.claims import bound_verdict, load_claims
-from redlib.config import ToyConfig
-from redlib.metrics import seed_summary
-from redlib.results import Results
-from redlib.store import Store
-from redlib.train import progress_enabled
+from redlib.book import ledger, pages, plots
+from redlib.core.metrics import seed_summary
+from redlib.core.store import Store
+from redlib.core.train import progress_enabled
+from redlib.experiments import toy
 
-cfg = ToyConfig.from_namespace(globals())
+store = Store()
+cfg, results = pages.start("toy_experiments", globals(), store)
 plots.set_style()
 torch.set_num_threads(1)  # tiny models: one thread is faster and keeps runs bit-reproducible
-store = Store()
-results = Results(cfg, store=store)
 display(Markdown(f"Running profile **{cfg.profile}** with seeds {cfg.seeds}, up to {cfg.max_epochs} epochs "
                  f"(patience {cfg.patience}), AdamW lr {cfg.lr}, weight decay {cfg.weight_decay}."))
 
@@ -164,7 +161,8 @@ plots.prediction_curves(curves_b, "B: MLP experts", bands=toy.DOMAINS);
 # harder variant, a linear base *learned* on the union of the five domains. Each residual
 # expert $r_i(x) = 0.1 \cdot \mathrm{MLP}(x)$ is trained on its own domain with the base
 # frozen. We evaluate the base alone, the base plus each single expert, and the base plus
-# all experts mixed with $\alpha_i = 1/5$.
+# all experts mixed with $\alpha_i = 1/5$: the output-space analogue of RED's hidden-state
+# correction, {eq}`eq-red`.
 
 # %% tags=["remove-stderr"]
 evals_c, sizes_c = [], []
@@ -223,99 +221,18 @@ plots.domain_bars(combined.astype({"domain": str}), x="domain", y="accuracy", hu
 # domain" fails if one domain fails); the linear-weights claim uses the largest absolute
 # deviation of any expert's $w_1, w_2, b$ from $[0.5, 0.5, 0]$, with a tolerance of 0.01.
 # A claim **holds** when it holds in every seed, **partly** when in some seeds, and
-# **does not hold** otherwise.
+# **does not hold** otherwise (the verdicts come from the {ref}`claims ledger <ledger>`'s rules).
 
 # %% tags=["hide-input"]
-WEIGHT_TOL = 0.01
-experts = [f"expert E{i + 1}" for i in range(len(toy.DOMAINS))]
-dev = (weights_a[["w1", "w2", "b"]] - [0.5, 0.5, 0.0]).abs().max(axis=1).groupby(weights_a["seed"]).max()
-singles = [f"base + r{i + 1}" for i in range(len(toy.DOMAINS))]
-mlp_avg = pd.concat([toy.best_domain(evals_b, ["parameter average"]), toy.best_domain(evals_b, ["output average"])], axis=1).max(axis=1)
-
-# each single expert on its own domain only (the weaker reading of "base + single expert stays perfect")
-own_domain = toy.own_domain(exact_c, singles)
-
-measured = {
-    # id: (per-seed values, (low, high), tolerance, extra details recorded with the claim)
-    "toy.linear.weights": (dev, (0.0, WEIGHT_TOL), 0.0,
-                           {"measure": "max |deviation| of w1, w2, b from [0.5, 0.5, 0] over the 5 experts",
-                            "mean_weights": weights_a[["w1", "w2", "b"]].mean().to_dict()}),
-    "toy.linear.param_average": (toy.worst_domain(evals_a, ["parameter average"]), (1.0, 1.0), 0.0,
-                                 {"measure": "accuracy on the worst domain"}),
-    "toy.linear.output_average": (toy.worst_domain(evals_a, ["output average"]), (1.0, 1.0), 0.0,
-                                  {"measure": "accuracy on the worst domain"}),
-    "toy.mlp.average_collapse": (mlp_avg, (0.0, 0.07), 0.0,
-                                 {"measure": "accuracy on the best domain, the better of parameter and output averaging"}),
-    "toy.residual.base_only": (toy.worst_domain(exact_c, ["base alone"]), (1.0, 1.0), 0.0,
-                               {"measure": "accuracy on the worst domain, exact base",
-                                "learned_base": toy.worst_domain(evals_c[evals_c["base"] == "learned"], ["base alone"]).tolist()}),
-    "toy.residual.single_expert": (toy.worst_domain(exact_c, singles), (1.0, 1.0), 0.0,
-                                   {"measure": "accuracy on the worst (expert, domain) pair, exact base",
-                                    "own_domain": own_domain.tolist(),
-                                    "learned_base": toy.worst_domain(evals_c[evals_c["base"] == "learned"], singles).tolist()}),
-    "toy.residual.all_mixed": (toy.worst_domain(exact_c, ["base + mix of all r"]), (1.0, 1.0), 0.0,
-                               {"measure": "accuracy on the worst domain, exact base",
-                                "learned_base": toy.worst_domain(evals_c[evals_c["base"] == "learned"], ["base + mix of all r"]).tolist()}),
-}
-
-paper_claims = load_claims()
-rows = []
-for cid, (per_seed, (low, high), tol, extra) in measured.items():
-    verdict = bound_verdict(per_seed, low, high, tol)
-    results.claim(cid, float(per_seed.mean()), per_seed=per_seed.tolist(), std=float(per_seed.std(ddof=0)),
-                  bound=[low, high], verdict=verdict, **extra)
-    rows.append({"claim": cid, "the paper says": paper_claims[cid]["claim"], "we measure": extra["measure"],
-                 "mean": per_seed.mean(), "std": per_seed.std(ddof=0), "min": per_seed.min(), "max": per_seed.max(),
-                 "allowed": f"[{low}, {high}]", "verdict": verdict})
-verdicts = pd.DataFrame(rows)
-plots.styled(verdicts, precision=4, hide_index=True).map(
-    lambda v: {"holds": "background-color: #c8e6c9", "partly": "background-color: #fff3c4",
-               "does not hold": "background-color: #ffcdd2"}.get(v, ""), subset=["verdict"])
+results.record(toy.claims(evals_a, weights_a, evals_b, evals_c))
+verdicts = ledger.page_table(results.claims)
+ledger.styled(verdicts)
 
 # %% [markdown]
 # ## What we found
 
 # %% tags=["hide-input"]
-def fmt_seeds(series: pd.Series, digits: int = 3) -> str:
-    """'mean (min-max over N seeds)' for a per-seed series."""
-    return f"{series.mean():.{digits}f} (range {series.min():.{digits}f}-{series.max():.{digits}f} over {len(series)} seeds)"
-
-
-v = verdicts.set_index("claim")["verdict"]
-learned_mix = toy.worst_domain(evals_c[evals_c["base"] == "learned"], ["base + mix of all r"])
-off_mlp = evals_b[(evals_b["model"].isin(experts)) & (evals_b["domain"] == "off-domain")]["accuracy"].mean()
-far = (weights_a[["w1", "w2", "b"]] - [0.5, 0.5, 0.0]).abs().max(axis=1) > WEIGHT_TOL
-far_experts = sorted(set(weights_a.loc[far, "expert"]))
-conditioning = (
-    f"Experts off the shared optimum (beyond the tolerance, in some seed): {', '.join(far_experts)}. Inside a domain far "
-    "from the origin $x_1 + x_2$ varies little, so $(w_1 + w_2)$ and $b$ are nearly interchangeable and gradient descent "
-    f"needs many epochs to separate them; this run allowed {cfg.max_epochs}."
-    if far_experts else f"Every expert reached the shared optimum within {cfg.max_epochs} epochs."
-)
-if v["toy.residual.single_expert"] == "holds":
-    single_note = ""
-elif own_domain.min() == 1.0:
-    single_note = ("Each single expert is perfect on its own domain; the failures come from experts applied to domains "
-                   "they never saw, where a correction of more than half a unit pushes answers over the rounding line. "
-                   "The 1/5 mix divides each stray correction by five.")
-else:
-    single_note = f"Even on its own domain a single expert scores {fmt_seeds(own_domain)} at worst."
-display(Markdown(f"""
-- **Linear experts (A).** The largest deviation of any expert's weights from $[0.5, 0.5, 0]$ is
-  {dev.mean():.1e} (largest over {len(dev)} seeds: {dev.max():.1e}; verdict: **{v['toy.linear.weights']}**). {conditioning} Averaging their parameters
-  gives worst-domain accuracy {fmt_seeds(measured['toy.linear.param_average'][0])} (verdict: **{v['toy.linear.param_average']}**),
-  averaging their outputs {fmt_seeds(measured['toy.linear.output_average'][0])} (verdict: **{v['toy.linear.output_average']}**).
-- **MLP experts (B).** The best domain accuracy that either average reaches is
-  {fmt_seeds(mlp_avg)}, against the paper's {paper_claims['toy.mlp.average_collapse']['paper'][0]:.2f}-{paper_claims['toy.mlp.average_collapse']['paper'][1]:.2f} (verdict: **{v['toy.mlp.average_collapse']}**).
-  Each MLP expert is right on its own domain but extrapolates poorly (mean off-domain accuracy of single experts {off_mlp:.3f}).
-- **Residual experts (C).** With the paper's exact base, the base alone, the base with any single expert and
-  the base with all experts mixed reach worst-domain accuracy
-  {fmt_seeds(measured['toy.residual.base_only'][0])} (verdict: **{v['toy.residual.base_only']}**),
-  {fmt_seeds(measured['toy.residual.single_expert'][0])} (verdict: **{v['toy.residual.single_expert']}**) and
-  {fmt_seeds(measured['toy.residual.all_mixed'][0])} (verdict: **{v['toy.residual.all_mixed']}**).
-  {single_note} The exact base solves the task by construction, so experiment C shows that small residuals do
-  not spoil a correct base. With a *learned* base the mix reaches {fmt_seeds(learned_mix)} on its worst domain.
-"""))
+display(Markdown(toy.findings(results.claims, ledger.verdicts(results.claims), weights_a, evals_b, evals_c, cfg)))
 
 # %% tags=["hide-input"]
 results.finish()

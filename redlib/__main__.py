@@ -6,7 +6,8 @@ import argparse
 import os
 import sys
 
-from .config import NOTEBOOKS, PROFILES, ParameterError
+from .book.pages import NOTEBOOKS
+from .core.config import PROFILES, ParameterError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -40,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     progress = not os.environ.get("CI")
-    from . import runner
+    from .book import runner
 
     try:
         if args.command == "run":
@@ -51,9 +52,8 @@ def main(argv: list[str] | None = None) -> int:
             index = runner.build_book(args.profile, execute_notebooks=not args.no_execute, progress=progress)
             print(f"book built: {index}")
         elif args.command == "export":
-            from .arithmetic import make_task1, to_jsonl
-            from .config import Task1Config
-            from .task1 import spec_for
+            from .experiments.task1 import Task1Config, spec_for
+            from .tasks.arithmetic import make_task1, to_jsonl
 
             cfg = Task1Config.from_params(**runner.parse_params("task1_addition", args.parameter))
             path = to_jsonl(make_task1(spec_for(cfg, cfg.seed, cfg.split))[args.part], args.out)
@@ -61,8 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "bench":
             from pathlib import Path
 
-            from .bench import run_bench
-            from .runtime import resolve_path
+            from .bench.run import run_bench
+            from .core.runtime import resolve_path
 
             out = Path(args.out) if args.out else resolve_path("results/bench" + ("/smoke" if args.smoke else ""))
             profiles = args.profiles.split(",") if args.profiles else None
@@ -71,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
             report = run_bench(out, smoke=args.smoke, profiles=profiles)
             print(f"bench written: {out / 'bench.json'} ({report['bench_seconds']:.0f} s)")
         elif args.command == "params":
-            from .config import config_for
+            from .book.pages import config_for
 
             for name in NOTEBOOKS:
                 cls = config_for(name)

@@ -3,7 +3,7 @@ import json
 import numpy as np
 import pytest
 
-from redlib.arithmetic import N_CLASSES, Task1Spec, label_of, make_task1, range_of, subsample, to_jsonl
+from redlib.tasks.arithmetic import N_CLASSES, Task1Spec, label_of, make_task1, range_of, subsample, to_jsonl
 
 
 def test_ranges_and_labels():

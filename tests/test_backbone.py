@@ -1,8 +1,9 @@
 import pytest
 import torch
 
-from redlib.backbone import Backbone, BackboneError, resolve_backbone
-from redlib.config import ParameterError, Task1Config
+from redlib.models.backbone import Backbone, BackboneError, resolve_backbone
+from redlib.core.config import ParameterError
+from redlib.experiments.task1 import Task1Config
 
 TEXTS = ["What is 37 plus 12?", "What is 1 plus 2?", "Add 45 and 3."]
 
@@ -43,6 +44,7 @@ def test_bad_backbone_paths_are_one_line_errors(tmp_path):
         resolve_backbone(str(tmp_path / "nope"))
     with pytest.raises(BackboneError, match="holds no model"):
         resolve_backbone(str(tmp_path))
+    cfg = Task1Config.from_params(backbone="/no/such/Qwen3-0.6B")  # configs never touch the disk ...
     with pytest.raises(ParameterError, match="does not exist") as err:
-        Task1Config.from_params(backbone="/no/such/Qwen3-0.6B")
+        cfg.preflight()  # ... the run's preflight does, before any kernel or training starts
     assert "\n" not in str(err.value)

@@ -3,8 +3,8 @@
 import json
 import re
 
-from redlib.bench import SMOKE_TEST_COMMANDS, append_history, run_bench
-from redlib.runtime import project_root
+from redlib.bench.run import SMOKE_TEST_COMMANDS, append_history, run_bench
+from redlib.core.runtime import project_root
 
 
 def test_bench_smoke_mode_writes_a_complete_report(tmp_path):
@@ -21,7 +21,7 @@ def test_bench_smoke_mode_writes_a_complete_report(tmp_path):
     nb = saved["notebooks"]["smoke"]["per_notebook"]["reproduce"]
     assert nb["wall"]["reps"] == 1 and nb["wall"]["median"] == nb["wall_seconds"]
     assert nb["wall_seconds"] > 0 and nb["peak_rss_mb"] > 0 and nb["stage_seconds"] == {}
-    assert "run_task1" in saved["profile"]["cprofile"]
+    assert "run_red" in saved["profile"]["cprofile"]
     assert not (tmp_path / "history.jsonl").exists()  # smoke runs stay out of the history of runs
     append_history(report, tmp_path)
     append_history(report, tmp_path)

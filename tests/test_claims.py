@@ -1,7 +1,7 @@
 import pytest
 
-from redlib.claims import bound_verdict, check_ids, claims_path, load_claims
-from redlib.runtime import project_root
+from redlib.core.claims import bound_verdict, check_ids, claims_path, load_claims
+from redlib.core.runtime import project_root
 
 SHARED = project_root().parent / "shared" / "paper" / "paper_claims.yaml"
 
@@ -33,7 +33,7 @@ def test_bound_verdict_tolerance():
 
 
 def test_value_and_order_verdicts():
-    from redlib.claims import order_verdict, value_verdict
+    from redlib.core.claims import order_verdict, value_verdict
 
     assert value_verdict([0.52, 0.56], 0.55, 0.05) == "holds"
     assert value_verdict([0.52, 0.70], 0.55, 0.05) == "partly"

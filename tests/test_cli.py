@@ -3,7 +3,7 @@ import sys
 
 import pytest
 
-from redlib.runtime import project_root
+from redlib.core.runtime import project_root
 
 
 def run_cli(*args):

@@ -3,8 +3,10 @@ import ast
 import jupytext
 import pytest
 
-from redlib.config import NOTEBOOKS, ParameterError, ToyConfig, config_for
-from redlib.runtime import project_root
+from redlib.book.pages import NOTEBOOKS, PAGES, config_for
+from redlib.core.config import ParameterError
+from redlib.experiments.toy import ToyConfig
+from redlib.core.runtime import project_root
 
 
 def test_profile_defaults_fill_none_fields():
@@ -69,13 +71,13 @@ def test_parameters_cell_mirrors_config(notebook):
 
 
 def test_parameter_table_documents_every_experiment_parameter():
-    from redlib.config import PageConfig
-    from redlib.runner import parameter_table
+    from redlib.book.runner import parameter_table
 
     table = parameter_table()
-    for notebook, cls in NOTEBOOKS.items():
+    for page in PAGES:
+        notebook, cls = page.name, page.config
         rows = table[table["notebook"] == notebook]
-        if issubclass(cls, PageConfig):
+        if not page.trains:
             assert rows.empty
             continue
         assert list(rows["parameter"]) == cls.param_names()

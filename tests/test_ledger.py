@@ -2,8 +2,8 @@ import json
 
 import pytest
 
-from redlib import ledger
-from redlib.claims import load_claims
+from redlib.book import ledger
+from redlib.core.claims import load_claims
 
 
 def write(root, notebook, claims, params=None):

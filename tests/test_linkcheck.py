@@ -1,4 +1,4 @@
-from redlib.linkcheck import broken_links
+from redlib.book.linkcheck import broken_links
 
 
 def test_internal_links_and_anchors_are_checked(tmp_path):

@@ -3,8 +3,9 @@ import json
 import pandas as pd
 import pytest
 
-from redlib.config import ToyConfig
-from redlib.results import Results, read_claims
+from redlib.experiments.toy import ToyConfig
+from redlib.book.results import Results, read
+from redlib.core import measure
 
 
 def make(results_root, **kw):
@@ -14,13 +15,13 @@ def make(results_root, **kw):
 def test_writer_writes_tables_claims_and_provenance(results_root):
     res = make(results_root, seed=2, n_seeds=3)
     res.table("acc", pd.DataFrame({"model": ["a", "b"], "accuracy": [0.5, 1.0]}))
-    res.claim("toy.linear.param_average", 0.75, per_seed=[0.5, 1.0, 0.75], verdict="partly")
+    res.record({"toy.linear.param_average": measure.value([0.5, 1.0, 0.75])})
     out = res.finish()
     assert out == results_root / "smoke" / "toy_experiments"
-    assert pd.read_csv(out / "acc.csv").equals(pd.DataFrame({"model": ["a", "b"], "accuracy": [0.5, 1.0]}))
-    doc = read_claims(out / "claims.json")
-    assert doc["claims"]["toy.linear.param_average"] == {"value": 0.75, "per_seed": [0.5, 1.0, 0.75], "verdict": "partly"}
-    prov = doc["provenance"]
+    back = read("toy_experiments", "smoke", results_root)
+    assert back.table("acc").equals(pd.DataFrame({"model": ["a", "b"], "accuracy": [0.5, 1.0]}))
+    assert back.claims["toy.linear.param_average"] == {"value": 0.75, "per_seed": [0.5, 1.0, 0.75]}
+    prov = back.provenance
     for key in ("profile", "seeds", "parameters", "git_commit", "libraries", "started_at", "wall_seconds", "machine"):
         assert key in prov
     assert prov["profile"] == "smoke" and prov["seeds"] == [2, 3, 4]
@@ -30,21 +31,21 @@ def test_writer_writes_tables_claims_and_provenance(results_root):
 
 def test_unknown_claim_id_is_an_error(results_root):
     with pytest.raises(KeyError, match="toy.not.a.claim"):
-        make(results_root).claim("toy.not.a.claim", 1.0)
+        make(results_root).record({"toy.not.a.claim": measure.value([1.0])})
 
 
 def test_unfinished_run_keeps_previous_results(results_root):
     first = make(results_root)
-    first.claim("toy.residual.base_only", 1.0)
+    first.record({"toy.residual.base_only": measure.value([1.0])})
     out = first.finish()
     second = make(results_root)
-    second.claim("toy.residual.base_only", 0.0)
+    second.record({"toy.residual.base_only": measure.value([0.0])})
     second.table("new", pd.DataFrame({"x": [1]}))
     # the second run never reaches finish(): nothing of the first is lost or mixed
-    assert read_claims(out / "claims.json")["claims"]["toy.residual.base_only"]["value"] == 1.0
+    assert read("toy_experiments", "smoke", results_root).claims["toy.residual.base_only"]["value"] == 1.0
     assert sorted(p.name for p in out.iterdir()) == ["claims.json"]
     second.finish()
-    assert read_claims(out / "claims.json")["claims"]["toy.residual.base_only"]["value"] == 0.0
+    assert read("toy_experiments", "smoke", results_root).claims["toy.residual.base_only"]["value"] == 0.0
     assert sorted(p.name for p in results_root.joinpath("smoke").iterdir()) == ["toy_experiments"]
 
 
@@ -55,7 +56,7 @@ def test_profiles_write_to_separate_folders(results_root):
 
 def test_non_finite_values_become_null(results_root):
     res = make(results_root)
-    res.claim("toy.linear.weights", float("nan"), per_seed=[float("inf"), 0.1])
+    res.record({"toy.linear.weights": {"value": float("nan"), "per_seed": [float("inf"), 0.1]}})
     doc = json.loads((res.finish() / "claims.json").read_text())
     assert doc["claims"]["toy.linear.weights"] == {"value": None, "per_seed": [None, 0.1]}
 
@@ -63,7 +64,7 @@ def test_non_finite_values_become_null(results_root):
 def test_commit_is_dirty_for_changed_code_but_not_for_changed_outputs(tmp_path, monkeypatch):
     import subprocess
 
-    from redlib.results import git_commit
+    from redlib.book.results import git_commit
 
     def git(*args):
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", *args], cwd=tmp_path, check=True,

@@ -1,4 +1,4 @@
-from redlib import runner
+from redlib.book import runner
 
 
 def test_smoke_stage_copies_pages_and_drops_stale_ones(tmp_path, monkeypatch):
@@ -14,4 +14,4 @@ def test_smoke_stage_copies_pages_and_drops_stale_ones(tmp_path, monkeypatch):
     (stage / "book" / "kept.ipynb").write_text("{}")  # executed notebooks are the runner's, not copies
     runner.stage_book("smoke")
     assert not (stage / "book" / "gone.md").exists() and (stage / "book" / "kept.ipynb").exists()
-    assert (stage / "_toc.yml").read_text() == "# _toc.yml\n"
+    assert (stage / "_config.yml").read_text() == "# _config.yml\n"

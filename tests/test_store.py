@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch import nn
 
-from redlib.store import Store, state_equal
+from redlib.core.store import Store, state_equal
 
 
 def trainer(calls):

@@ -3,39 +3,39 @@
 import numpy as np
 import pytest
 
-from redlib import task1
-from redlib.backbone import Backbone
-from redlib.config import Task1Config
-from redlib.store import Store
+from redlib.core.store import Store
+from redlib.experiments import task1
+from redlib.models.backbone import Backbone
+from redlib.red import methods
 
 
 @pytest.fixture(scope="module")
 def tiny_run(tiny_qwen, tmp_path_factory):
-    cfg = Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
-                                  head_lr=1e-2)
+    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
+                                        head_lr=1e-2)
     store = Store(tmp_path_factory.mktemp("cache"))
     bb = Backbone(cfg.backbone, cfg.k_trainable)
-    return cfg, bb, store, task1.run_task1(cfg, 0, "pairs", bb, store)
+    return cfg, bb, store, task1.run(cfg, 0, "pairs", bb, store)
 
 
 def test_every_method_is_scored(tiny_run):
     _, _, _, run = tiny_run
-    overall, per_range = task1.score(run)
-    assert list(overall["method"]) == list(task1.METHODS)
-    assert overall["accuracy"].between(0, 1).all() and len(per_range) == 5 * len(task1.METHODS)
-    preds = task1.predict(run)
-    alpha = preds["softmax MoE"][1]
-    np.testing.assert_allclose(alpha.sum(1), 1.0, rtol=1e-5)
-    assert (preds["oracle experts"][1].argmax(1) == run.data["test"]["range"].to_numpy()).all()
-    assert set(task1.router_accuracy(run)["split_part"]) == {"train", "val", "test"}
+    t = task1.evaluate(run)
+    assert list(t["overall"]["method"]) == list(methods.METHODS)
+    assert t["overall"]["accuracy"].between(0, 1).all() and len(t["per_range"]) == 5 * len(methods.METHODS)
+    assert t["overall"]["boundary_accuracy"].between(0, 1).all() and (t["overall"]["split"] == "pairs").all()
+    preds = methods.predict(run.red)
+    np.testing.assert_allclose(preds["softmax MoE"][1].sum(1), 1.0, rtol=1e-5)
+    assert (preds["oracle experts"][1].argmax(1) == run.frames["test"]["range"].to_numpy()).all()
+    assert set(t["router_accuracy"]["split_part"]) == {"train", "val", "test"}
 
 
 def test_rerun_loads_every_stage_from_the_cache(tiny_run):
     cfg, bb, store, run = tiny_run
     hits, misses = store.hits, store.misses
-    again = task1.run_task1(cfg, 0, "pairs", bb, store)
+    again = task1.run(cfg, 0, "pairs", bb, store)
     assert store.misses == misses and store.hits - hits == misses  # every stage of the first run is loaded
-    a, b = task1.score(run)[0], task1.score(again)[0]
+    a, b = task1.evaluate(run)["overall"], task1.evaluate(again)["overall"]
     assert a["accuracy"].tolist() == b["accuracy"].tolist()
 
 

@@ -2,8 +2,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from redlib.store import state_equal
-from redlib.train import TrainConfig, evaluate_loss, fit
+from redlib.core.store import state_equal
+from redlib.core.train import TrainConfig, evaluate_loss, fit
 
 
 def mse(model, batch):

@@ -15,7 +15,6 @@ import json
 import os
 import platform
 import pstats
-import re
 import shutil
 import statistics
 import subprocess
@@ -26,19 +25,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
-import pandas as pd
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .arithmetic import N_CLASSES, Task1Spec, make_task1
-from .backbone import Backbone, embedded_path
-from .combiners import ProbMixture, ResidualMixture
-from .config import NOTEBOOKS
-from .experts import HeadExpert, LowRankResidual
-from .results import git_commit, jsonable, library_versions
-from .routers import Router
-from .runtime import project_root
+from ..book.pages import NOTEBOOKS
+from ..book.results import git_commit, jsonable, library_versions
+from ..core.runtime import project_root
+from ..experiments.task1 import Task1Config
+from ..models.backbone import Backbone, embedded_path
+from ..models.combiners import ProbMixture, ResidualMixture
+from ..tasks.arithmetic import N_CLASSES, RANGE_NAMES, Task1Spec, make_task1
 
 TARGETS = {"embedded_cache_speedup": 1.6, "qwen_cache_speedup": 4.5, "full_book_minutes": 60,
            "smoke_test_minutes": 15, "peak_rss_gib": 4.0}
@@ -123,8 +120,9 @@ def features_vs_recompute(n: int, batch: int, reps: int) -> dict:
     with torch.no_grad():
         feats = torch.cat([bb(type(tokens)(tokens.input_ids[s:s + 256], tokens.attention_mask[s:s + 256]))
                            for s in range(0, n, 256)])
-    r = torch.randint(5, (n,), generator=torch.Generator().manual_seed(0))
-    router = Router(bb.dim, 5)
+    K = len(RANGE_NAMES)
+    r = torch.randint(K, (n,), generator=torch.Generator().manual_seed(0))
+    router = Task1Config().router(bb.dim, K)
     opt = torch.optim.AdamW(router.parameters(), lr=1e-4)
 
     def epoch(cached: bool) -> None:
@@ -148,11 +146,11 @@ def throughput(n: int, reps: int) -> dict:
     """Queries per second of the global head, softmax MoE and RED on cached features, and the backbone's own rate."""
     torch.manual_seed(0)
     bb = Backbone("embedded", 2)
-    d = bb.dim
+    d, K, cfg = bb.dim, len(RANGE_NAMES), Task1Config()  # the modules Task 1 trains, at its default sizes
     h = torch.randn(n, d)
-    head, router = nn.Linear(d, N_CLASSES), Router(d, 5)
-    moe = ProbMixture([HeadExpert(d, N_CLASSES) for _ in range(5)])
-    red = ResidualMixture([LowRankResidual(d, d // 4) for _ in range(5)], head)
+    head, router = nn.Linear(d, N_CLASSES), cfg.router(d, K)
+    moe = ProbMixture([cfg.expert(d, N_CLASSES) for _ in range(K)])
+    red = ResidualMixture([cfg.residual(d) for _ in range(K)], head)
     methods = {"global head": lambda: head(h).argmax(-1), "softmax MoE": lambda: moe(h, router(h)).argmax(-1),
                "RED": lambda: red(h, router(h)).argmax(-1)}
     out = {m: {**timed(fn, reps)} for m, fn in methods.items()}
@@ -207,7 +205,7 @@ def profile_passes(profile: str, workdir: Path, passes: int, notebooks: list[str
 
 def book_build_seconds(workdir: Path) -> float:
     """Time of the book's strict HTML build (and link check) of the notebooks executed into workdir/book."""
-    from .runner import build_html, copy_book_sources
+    from ..book.runner import build_html, copy_book_sources
 
     stage = workdir / "stage"
     copy_book_sources(stage)
@@ -244,25 +242,17 @@ def smoke_test_command(workdir: Path) -> dict:
 
 def profile_task1(profile: str, top: int = 15) -> str:
     """cProfile summary (cumulative time) of one Task 1 seed and split, cold cache, as text."""
-    from .config import Task1Config
-    from .store import Store
-    from .task1 import run_task1
+    from ..core.store import Store
+    from ..experiments import task1
 
     cfg = Task1Config.from_params(profile=profile)
     bb = Backbone(cfg.backbone, cfg.k_trainable)
     with tempfile.TemporaryDirectory() as tmp:
         prof = cProfile.Profile()
-        prof.runcall(run_task1, cfg, cfg.seed, cfg.split, bb, Store(tmp))
+        prof.runcall(task1.run, cfg, cfg.seed, cfg.split, bb, Store(tmp))
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).strip_dirs().sort_stats("cumulative").print_stats(top)
     return buf.getvalue()
-
-
-def cprofile_table(text: str) -> pd.DataFrame:
-    """The rows of a pstats listing as a table: calls, own seconds, cumulative seconds, function."""
-    row = re.compile(r"^\s*([\d/]+)\s+([\d.]+)\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s+(.+)$")
-    rows = [m.groups() for m in map(row.match, text.splitlines()) if m]
-    return pd.DataFrame([{"calls": c, "own s": float(o), "cumulative s": float(cu), "function": fn} for c, o, cu, fn in rows])
 
 
 def headline(report: dict) -> dict:
@@ -296,8 +286,6 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
     A step that fails is recorded with its error and the others still run.
     """
     os.environ.setdefault("REDLIB_PROGRESS", "0")
-    from .config import Task1Config
-
     reps = 1 if smoke else 5
     n = 64 if smoke else 1024
     # the pipeline's own micro-batch (Task 1's default) and the paper's (16, accumulated to 64)

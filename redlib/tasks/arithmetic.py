@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from .runtime import generator
+from ..core.runtime import generator
 
 TEMPLATES = (
     "What is {a} plus {b}?",

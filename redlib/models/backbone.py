@@ -39,6 +39,20 @@ def resolve_backbone(name: str) -> Path:
     return path
 
 
+def block_count(path: Path) -> int | None:
+    """The number of transformer blocks a model folder's config.json declares (None if it names none)."""
+    import json
+
+    try:
+        cfg = json.loads((path / "config.json").read_text())
+    except (OSError, ValueError) as err:
+        raise BackboneError(f"backbone config {str(path / 'config.json')!r} is unreadable ({err})") from None
+    for name in ("num_hidden_layers", "n_layer", "num_layers"):
+        if isinstance(cfg.get(name), int):
+            return cfg[name]
+    return None
+
+
 def blocks_of(model: nn.Module) -> nn.ModuleList:
     """The transformer block list of an encoder (`encoder.layer`) or decoder (`layers`) model."""
     for attr in ("layers", "encoder.layer", "h", "transformer.h"):

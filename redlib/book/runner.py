@@ -11,13 +11,14 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
-from .config import NOTEBOOKS, PROFILES, ParameterError, config_for
-from .runtime import project_root
+from ..core.config import PROFILES, ParameterError
+from ..core.runtime import project_root
+from .pages import NOTEBOOKS, PAGES, config_for, render_toc
 
 if TYPE_CHECKING:
     import pandas as pd
 
-BOOK_FILES = ("_config.yml", "_toc.yml")
+BOOK_FILES = ("_config.yml",)  # _toc.yml is written from the page registry
 
 
 def stage_dir(profile: str) -> Path:
@@ -32,7 +33,7 @@ def parse_params(notebook: str, pairs: Iterable[tuple[str, str]]) -> dict[str, A
     """Command-line `-p name value` pairs -> typed parameters, validated against the notebook's config."""
     cls = config_for(notebook)
     params = {name: cls.coerce(name, text) for name, text in pairs}
-    cls.from_params(**params)  # full validation, range checks included, before any kernel starts
+    cls.from_params(**params).preflight()  # full validation, ranges and this machine's folders, before any kernel
     return params
 
 
@@ -51,6 +52,7 @@ def execute(notebook: str, params: dict[str, Any], output: Path | None = None, p
 
     cls = config_for(notebook)
     cfg = cls.from_params(**params)
+    cfg.preflight()
     output = Path(output) if output else stage_dir(cfg.profile) / "book" / f"{notebook}.ipynb"
     output.parent.mkdir(parents=True, exist_ok=True)
     nb = jupytext.read(source_of(notebook))
@@ -111,6 +113,7 @@ def stage_book(profile: str) -> Path:
 
 def build_html(stage: Path, quiet: bool = False) -> Path:
     """Strict jupyter-book build (nitpicky, warnings are errors) of a staged book, then a link check; returns index.html."""
+    (stage / "_toc.yml").write_text(render_toc())
     jb = Path(sys.executable).with_name("jupyter-book")
     cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(stage), "--all", "-W", "-n", "--keep-going"]
     proc = subprocess.run(cmd, capture_output=quiet, text=True)
@@ -157,12 +160,11 @@ def parameter_table() -> "pd.DataFrame":
     """Every parameter of every experiment notebook: description, type, default, smoke and full values, allowed values."""
     import pandas as pd
 
-    from .config import PageConfig, _type_name
+    from ..core.config import _type_name
 
     rows = []
-    for notebook, cls in NOTEBOOKS.items():
-        if issubclass(cls, PageConfig):
-            continue  # pages take only profile / seed / device / results_dir and train nothing
+    for page in (p for p in PAGES if p.trains):  # reading pages take only profile / seed / device / results_dir
+        notebook, cls = page.name, page.config
         docs, types_ = parameter_docs(notebook), cls.field_types()
         for name in cls.param_names():
             default = getattr(cls, name)

@@ -14,7 +14,7 @@ def project_root() -> Path:
     """The repository root: $REDLIB_ROOT, else the checkout holding this package, else the cwd."""
     if env := os.environ.get("REDLIB_ROOT"):
         return Path(env).resolve()
-    here = Path(__file__).resolve().parents[1]
+    here = Path(__file__).resolve().parents[2]  # redlib/core/runtime.py -> the checkout
     return here if (here / "_toc.yml").exists() else Path.cwd()
 
 

@@ -55,6 +55,26 @@ def domain_bars(df: pd.DataFrame, x: str, y: str, hue: str, title: str, ylabel: 
     return fig
 
 
+def method_bars(overall: pd.DataFrame, title: str):
+    """Test accuracy per method and split (one row per seed in `overall`), sd over seeds as error bars."""
+    fig, ax = plt.subplots(figsize=(10, 3.8))
+    sns.barplot(overall, x="method", y="accuracy", hue="split", errorbar="sd", ax=ax)
+    ax.set(xlabel="", ylabel="test accuracy", ylim=(0, 1), title=title)
+    ax.tick_params(axis="x", rotation=20)
+    fig.tight_layout()
+    return fig
+
+
+def confusions(matrices: dict[str, pd.DataFrame], xlabel: str, ylabel: str):
+    """Confusion matrices side by side, one panel per title."""
+    fig, axes = plt.subplots(1, len(matrices), figsize=(7 * len(matrices), 6), squeeze=False)
+    for ax, (title, cm) in zip(axes[0], matrices.items()):
+        sns.heatmap(cm, cmap="magma_r", ax=ax, cbar=False, xticklabels=10, yticklabels=10)
+        ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    fig.tight_layout()
+    return fig
+
+
 def speedup_vs_bound(df: pd.DataFrame, title: str):
     """Measured speed-up (min-max as error bars) and the (L + 2k) / 3k bound against depth L, one line per batch size."""
     fig, ax = plt.subplots(figsize=(6.5, 3.6))

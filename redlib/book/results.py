@@ -1,4 +1,7 @@
-"""Result files of a notebook run: CSV tables and `claims.json` with provenance, under results/<profile>/<notebook>/."""
+"""Result files of a notebook run: CSV tables and `claims.json` with provenance, under results/<profile>/<notebook>/.
+
+`Results` writes them (all at once, at the end of a run); `read(page, profile)` reads them back.
+"""
 
 from __future__ import annotations
 
@@ -9,19 +12,21 @@ import resource
 import shutil
 import subprocess
 import time
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
+from functools import cached_property
 from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from .claims import check_ids
-from .config import NotebookConfig
-from .runtime import project_root, resolve_path
-from .store import Store
+from ..core.claims import check_ids
+from ..core.config import NotebookConfig
+from ..core.runtime import project_root, resolve_path
+from ..core.store import Store
 
 LIBRARIES = ("redlib", "torch", "transformers", "numpy", "pandas", "scikit-learn", "papermill", "jupyter-book")
 
@@ -96,14 +101,10 @@ class Results:
         """Keep a table to be written as <name>.csv by finish()."""
         self.tables[name] = df
 
-    def claim(self, claim_id: str, value: Any, per_seed: list[Any] | None = None, **extra: Any) -> None:
-        """Record the measured value (and per-seed values) for a claim id of the paper's claims file."""
-        check_ids([claim_id])
-        entry = {"value": jsonable(value)}
-        if per_seed is not None:
-            entry["per_seed"] = jsonable(per_seed)
-        entry.update(jsonable(extra))
-        self.claims[claim_id] = entry
+    def record(self, measured: dict[str, dict[str, Any]]) -> None:
+        """Keep the measurements (see `redlib.core.measure`) of claim ids of the paper's claims file."""
+        check_ids(measured)
+        self.claims.update(jsonable(measured))
 
     def provenance(self) -> dict[str, Any]:
         """Profile, seeds, parameters, commit, library versions, start time, wall seconds, machine."""
@@ -159,6 +160,43 @@ class Results:
         )
 
 
-def read_claims(path: str | os.PathLike) -> dict[str, Any]:
-    """A claims.json as written by Results.finish()."""
-    return json.loads(Path(path).read_text())
+@dataclass
+class PageResults:
+    """What one page's last run wrote for a profile: its claims, provenance and tables."""
+
+    page: str
+    profile: str
+    dir: Path
+
+    @property
+    def exists(self) -> bool:
+        """Whether the page has been run for this profile."""
+        return (self.dir / "claims.json").exists()
+
+    @cached_property
+    def doc(self) -> dict[str, Any]:
+        """The whole claims.json: {"claims": ..., "provenance": ...}."""
+        path = self.dir / "claims.json"
+        if not path.exists():
+            raise FileNotFoundError(f"no results of {self.page} for profile {self.profile}: {path} is missing; "
+                                    f"run `python -m redlib run {self.page} -p profile {self.profile}`")
+        return json.loads(path.read_text())
+
+    @property
+    def claims(self) -> dict[str, dict[str, Any]]:
+        """Claim id -> measurement."""
+        return self.doc.get("claims", {})
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """Profile, seeds, parameters, commit, times, machine of the run."""
+        return self.doc.get("provenance", {})
+
+    def table(self, name: str) -> pd.DataFrame:
+        """One of the page's CSV tables."""
+        return pd.read_csv(self.dir / f"{name}.csv")
+
+
+def read(page: str, profile: str = "full", results_dir: str | os.PathLike = "results") -> PageResults:
+    """The result files of `page` for `profile` under `results_dir` (relative to the repository root)."""
+    return PageResults(page, profile, resolve_path(results_dir) / profile / page)

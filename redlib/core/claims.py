@@ -11,6 +11,8 @@ import yaml
 
 from .runtime import project_root
 
+VALUE_TOL = 0.05  # a `value` claim holds when a seed's number lies within this of the paper's
+
 
 def claims_path() -> Path:
     """$REDLIB_CLAIMS, else the repository's copy `paper/paper_claims.yaml`."""

@@ -1,7 +1,9 @@
-"""Profiles and per-notebook configs; the papermill `parameters` cell of each notebook mirrors one of these.
+"""Notebook configs: one dataclass per notebook, whose fields mirror its papermill `parameters` cell.
 
 A field left at `None` in a notebook takes its profile's value, so `-p profile smoke`
-alone gives a quick run and any single knob can still be overridden.
+alone gives a quick run and any single knob can still be overridden. `check()` is pure
+(types, ranges, orderings); `preflight()` checks the machine (folders, devices) and runs
+at the start of a run, before any kernel or training starts.
 """
 
 from __future__ import annotations
@@ -10,8 +12,11 @@ import dataclasses
 import re
 import types
 import typing
+import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
+
+from .train import TrainConfig, TrainSettings
 
 PROFILES = ("smoke", "full")
 DEVICE_PATTERN = re.compile(r"^(cpu|auto|mps|cuda(:\d+)?)$")
@@ -135,9 +140,18 @@ class NotebookConfig:
         return cls.from_params(**{n: namespace[n] for n in cls.param_names() if n in namespace})
 
     def check(self) -> None:
-        """Range checks after profile defaults are filled; subclasses extend."""
+        """Range checks after profile defaults are filled (no disk, no devices); subclasses extend."""
         if self.seed < 0:
             raise ParameterError(f"parameter 'seed' must be >= 0, got {self.seed}")
+
+    def preflight(self) -> None:
+        """Checks that look at this machine (device available, folders present); subclasses extend."""
+        from .runtime import resolve_device
+
+        try:
+            resolve_device(self.device)
+        except RuntimeError as err:
+            raise ParameterError(str(err)) from None
 
     def require_positive(self, *names: str) -> None:
         """One-line error for the first of `names` below 1."""
@@ -145,12 +159,12 @@ class NotebookConfig:
             if getattr(self, name) < 1:
                 raise ParameterError(f"parameter {name!r} must be >= 1, got {getattr(self, name)}")
 
-    def check_batches(self) -> None:
-        """The virtual batch must be a whole number of micro-batches."""
-        if self.virtual_batch % self.batch_size:
-            raise ParameterError(
-                f"parameter 'virtual_batch' ({self.virtual_batch}) must be a multiple of 'batch_size' ({self.batch_size})"
-            )
+    def require_finite(self, *names: str, low: float = 0.0, inclusive: bool = False) -> None:
+        """One-line error for the first of `names` that is not a finite number above `low` (or at it, if inclusive)."""
+        for name in names:
+            v = getattr(self, name)
+            if not math.isfinite(v) or v < low or (v == low and not inclusive):
+                raise ParameterError(f"parameter {name!r} must be a finite number {'>=' if inclusive else '>'} {low}, got {v}")
 
     @property
     def seeds(self) -> list[int]:
@@ -163,93 +177,28 @@ class NotebookConfig:
 
 
 @dataclass
-class ToyConfig(NotebookConfig):
-    """Toy experiments A/B/C: linear, MLP and residual experts on five diagonal domains."""
+class ExperimentConfig(TrainSettings, NotebookConfig):
+    """A notebook that trains: the shared training knobs (one set for every stage) and how many seeds."""
 
-    n_seeds: int | None = None
-    max_epochs: int | None = None
-    patience: int | None = None
-    lr: float = 1e-2
     batch_size: int = 64
-    virtual_batch: int = 64
-    weight_decay: float = 0.0
-    hidden: int = 64
-    residual_scale: float = 0.1
-    val_fraction: float = 0.2
-
-    NOTEBOOK: ClassVar[str] = "toy_experiments"
-    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"n_seeds": 2, "max_epochs": 100, "patience": 20},
-        "full": {"n_seeds": 5, "max_epochs": 3000, "patience": 300},
-    }
+    max_epochs: int | None = None
+    n_seeds: int | None = None
 
     def check(self) -> None:
         super().check()
-        self.require_positive("n_seeds", "max_epochs", "patience", "batch_size", "virtual_batch", "hidden")
-        self.check_batches()
-        if not 0 < self.val_fraction < 1:
-            raise ParameterError(f"parameter 'val_fraction' must be in (0, 1), got {self.val_fraction}")
-        if self.lr <= 0:
-            raise ParameterError(f"parameter 'lr' must be > 0, got {self.lr}")
+        self.require_positive("n_seeds", "max_epochs", "patience", "batch_size", "virtual_batch")
+        self.require_finite("lr")
+        self.require_finite("weight_decay", inclusive=True)
+        if self.virtual_batch % self.batch_size:
+            raise ParameterError(
+                f"parameter 'virtual_batch' ({self.virtual_batch}) must be a multiple of 'batch_size' ({self.batch_size})"
+            )
 
-
-@dataclass
-class Task1Config(NotebookConfig):
-    """Arithmetic Task 1 (addition): backbone stage, range experts, routers, RED and the four baselines."""
-
-    n_seeds: int | None = None
-    backbone: str = "embedded"
-    k_trainable: int = 2
-    split: str = "pairs"
-    splits_reported: str | None = None
-    dataset_size: str | None = None
-    operand_min: int = 1
-    operand_max: int = 50
-    n_templates: int = 1
-    backbone_fraction: float = 0.1
-    lr: float = 1e-4
-    head_lr: float = 1e-4
-    weight_decay: float = 0.01
-    batch_size: int = 64
-    virtual_batch: int = 64
-    max_epochs: int | None = None
-    backbone_epochs: int | None = None
-    patience: int = 3
-    expert_hidden: int = 256
-    router_hidden: int = 256
-    rank_divisor: int = 4
-    code_scale: float = 0.1
-
-    NOTEBOOK: ClassVar[str] = "task1_addition"
-    SIZES: ClassVar[dict[str, tuple[int, int, int]]] = {
-        "final": (64_000, 8_000, 8_000), "first": (20_000, 2_500, 2_500), "tiny": (2_000, 250, 250)}
-    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {
-        "split": ("pairs", "iid"), "splits_reported": ("pairs", "iid", "pairs,iid"), "dataset_size": tuple(SIZES)}
-    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "splits_reported": "pairs,iid"},
-        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "backbone_epochs": 10, "splits_reported": "pairs,iid"},
-    }
-
-    def check(self) -> None:
-        super().check()
-        self.require_positive("n_seeds", "max_epochs", "backbone_epochs", "patience", "batch_size", "virtual_batch",
-                              "rank_divisor", "n_templates")
-        self.check_batches()
-        if not 0 < self.backbone_fraction <= 1:
-            raise ParameterError(f"parameter 'backbone_fraction' must be in (0, 1], got {self.backbone_fraction}")
-        if self.k_trainable < 0:
-            raise ParameterError(f"parameter 'k_trainable' must be >= 0, got {self.k_trainable}")
-        from .backbone import BackboneError, resolve_backbone  # file checks only: no model is loaded here
-
-        try:
-            resolve_backbone(self.backbone)
-        except BackboneError as err:
-            raise ParameterError(str(err)) from None
-
-    @property
-    def split_list(self) -> list[str]:
-        """The splits this run measures, the main `split` first."""
-        return [self.split] + [s for s in str(self.splits_reported).split(",") if s != self.split]
+    def fit_config(self, seed: int, desc: str, lr: float | None = None, max_epochs: int | None = None) -> TrainConfig:
+        """The fit loop's settings for one stage: these knobs, with this stage's seed, label and (optionally) lr / epochs."""
+        knobs = {f.name: getattr(self, f.name) for f in dataclasses.fields(TrainSettings)}
+        return TrainConfig(**{**knobs, "lr": lr or self.lr, "max_epochs": max_epochs or self.max_epochs}, seed=seed,
+                           desc=desc)
 
 
 @dataclass
@@ -259,37 +208,9 @@ class PageConfig(NotebookConfig):
     NOTEBOOK: ClassVar[str] = "page"
 
 
-def _page_config(notebook: str) -> type[PageConfig]:
+def page_config(notebook: str) -> type[PageConfig]:
     """The config class of one reading page: a PageConfig that knows its notebook's name."""
     return type(f"{PageConfig.__name__}[{notebook}]", (PageConfig,), {"NOTEBOOK": notebook, "__doc__": PageConfig.__doc__})
 
 
-LedgerConfig = _page_config("claims_ledger")
-PaperVsCodeConfig = _page_config("paper_vs_code")
-ReproduceConfig = _page_config("reproduce")
-BenchPageConfig = _page_config("speed_and_memory")
-IntroConfig = _page_config("intro")
-
-
-# Every notebook of the book, in reading order, with the config its parameters cell mirrors.
-NOTEBOOKS: dict[str, type[NotebookConfig]] = {
-    "toy_experiments": ToyConfig,
-    "task1_addition": Task1Config,
-    # pages that read the results above: executed after them
-    "claims_ledger": LedgerConfig,
-    "paper_vs_code": PaperVsCodeConfig,
-    "reproduce": ReproduceConfig,
-    "speed_and_memory": BenchPageConfig,
-    "intro": IntroConfig,
-}
-
-
-def config_for(notebook: str) -> type[NotebookConfig]:
-    """The config class of a notebook (one-line error listing the notebooks if unknown)."""
-    try:
-        return NOTEBOOKS[notebook]
-    except KeyError:
-        raise ParameterError(f"unknown notebook {notebook!r}; allowed: {', '.join(NOTEBOOKS)}") from None
-
-
-__all__ = ["PROFILES", "ParameterError", "NotebookConfig", "ToyConfig", "Task1Config", "NOTEBOOKS", "config_for"]
+__all__ = ["PROFILES", "ParameterError", "NotebookConfig", "ExperimentConfig", "PageConfig", "page_config"]

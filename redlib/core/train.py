@@ -19,15 +19,21 @@ LossFn = Callable[[nn.Module, Batch], Tensor]
 
 
 @dataclass
-class TrainConfig:
-    """Optimiser and stopping settings (the paper's: AdamW lr 1e-4, batch 16 -> 64, 60 epochs, patience 3)."""
+class TrainSettings:
+    """The training knobs every config shares (the paper's: AdamW lr 1e-4, batch 16 -> 64, 60 epochs, patience 3)."""
 
     lr: float = 1e-4
     weight_decay: float = 0.01
     batch_size: int = 16
     virtual_batch: int = 64
-    max_epochs: int = 60
-    patience: int = 3
+    max_epochs: int | None = 60
+    patience: int | None = 3
+
+
+@dataclass
+class TrainConfig(TrainSettings):
+    """One fit: the knobs, plus the improvement that counts, the stage's seed and its progress label."""
+
     min_delta: float = 0.0
     seed: int = 0
     desc: str = "train"

@@ -1,39 +1,39 @@
 """The claims ledger: every claim of the paper joined with what the notebooks measured, and a verdict by rule.
 
-Verdicts come from the claim's kind: `value` (within a tolerance of the paper's number), `order` (the
-ordering holds in every seed / in some seeds or the mean / not), `bound` (inside the stated range).
-A claim no notebook measured yet is "not measured", never blank.
+This is the only place a measurement becomes a verdict: the ledger page and each page's own claims table
+both call `verdict`. Verdicts come from the claim's kind: `value` (within a tolerance of the paper's
+number), `order` (the ordering holds in every seed / in some seeds or the mean / not), `bound` (inside the
+stated range). A claim no notebook measured yet is "not measured", never blank.
 """
 
 from __future__ import annotations
 
-import json
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from .claims import bound_verdict, load_claims, order_verdict, value_verdict
+from ..core.claims import VALUE_TOL, bound_verdict, load_claims, order_verdict, value_verdict
+from .pages import BY_NAME, PAGES, PLANNED
+from .results import read
 
-VALUE_TOL = 0.05
 VERDICTS = ("holds", "partly", "does not hold", "not measured")
 COLOURS = {"holds": "#c8e6c9", "partly": "#fff3c4", "does not hold": "#ffcdd2", "not measured": "#e0e0e0"}
-# where each notebook discusses its claims (a label in the notebook's markdown)
-CLAIM_ANCHORS = {"toy_experiments": "toy-claims", "task1_addition": "t1-claims"}
 
 
 def collect(results_root: str | os.PathLike, profile: str = "full", claims_file=None) -> dict[str, dict[str, Any]]:
-    """Every measured claim under results_root/profile/*/claims.json, tagged with its notebook and provenance."""
+    """Every claim measured by a registered page's last run, tagged with its notebook and provenance."""
     known = load_claims(claims_file)
     out: dict[str, dict[str, Any]] = {}
-    for path in sorted(Path(results_root, profile).glob("*/claims.json")):
-        doc = json.loads(path.read_text())
-        for cid, entry in doc.get("claims", {}).items():
+    for page in PAGES:
+        res = read(page.name, profile, results_root)
+        if not res.exists:
+            continue
+        for cid, entry in res.claims.items():
             if cid not in known:
-                raise KeyError(f"{path}: claim id {cid!r} is not in the paper's claims file")
-            out[cid] = {**entry, "notebook": path.parent.name, "provenance": doc.get("provenance", {})}
+                raise KeyError(f"{res.dir / 'claims.json'}: claim id {cid!r} is not in the paper's claims file")
+            out[cid] = {**entry, "notebook": page.name, "provenance": res.provenance}
     return out
 
 
@@ -111,9 +111,40 @@ def summary(df: pd.DataFrame) -> pd.Series:
 
 
 def link(notebook: str) -> str:
-    """Relative HTML link to where a notebook discusses its claims."""
-    anchor = CLAIM_ANCHORS.get(notebook)
+    """Relative HTML link to where a notebook discusses its claims (the registry's anchor)."""
+    anchor = BY_NAME[notebook].anchor
     return f"{notebook}.html" + (f"#{anchor}" if anchor else "")
+
+
+def page_table(measured: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> pd.DataFrame:
+    """A page's own claims table: each claim it measured, the paper's number, ours, spread and the ledger's verdict."""
+    claims = load_claims(claims_file)
+    return pd.DataFrame([{
+        "claim": cid, "the paper says": claims[cid]["claim"], "paper": _fmt(claims[cid]["paper"]),
+        "ours (mean)": _fmt(entry.get("value")) + (f" ({entry['measure']})" if entry.get("measure") else ""),
+        "spread over seeds": _spread(entry), "verdict": verdict(claims[cid], entry, tol)} for cid, entry in measured.items()])
+
+
+def styled(df: pd.DataFrame):
+    """A table with a `verdict` column, verdicts coloured as in the ledger."""
+    from .plots import styled as house
+
+    return house(df, hide_index=True).map(lambda v: f"background-color: {COLOURS[v]}" if v in COLOURS else "",
+                                          subset=["verdict"])
+
+
+def status(collected: dict[str, dict[str, Any]], claims_file=None) -> pd.DataFrame:
+    """What the book reproduces: per page or planned part of the paper, its claims, how many measured, and how many hold."""
+    claims = load_claims(claims_file)
+    entries = [(p.sections, f"{{doc}}`{p.name}`", p.claim_groups) for p in PAGES if p.claim_groups]
+    entries += [(p.sections, "not yet in this book", p.claim_groups) for p in PLANNED]
+    rows = []
+    for sections, where, groups in entries:
+        ids = [cid for cid, c in claims.items() if c["group"] in groups]
+        done = [verdict(claims[cid], collected[cid]) for cid in ids if cid in collected]
+        rows.append({"paper": sections, "page": where, "claims": len(ids), "measured": len(done),
+                     "hold": done.count("holds"), "partly": done.count("partly"), "do not hold": done.count("does not hold")})
+    return pd.DataFrame(rows)
 
 
 def summary_html(counts: pd.Series) -> str:
@@ -139,3 +170,9 @@ def table_html(df: pd.DataFrame) -> str:
     # Styler leaves cell text unescaped, so the links stay links; the wrapper scrolls on narrow screens
     return f'<div style="overflow-x:auto">{sty.to_html()}</div>'
 
+
+
+def verdicts(measured: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> dict[str, str]:
+    """Claim id -> the ledger's verdict, for a page's own measurements."""
+    claims = load_claims(claims_file)
+    return {cid: verdict(claims[cid], entry, tol) for cid, entry in measured.items()}

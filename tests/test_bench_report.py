@@ -1,0 +1,59 @@
+"""The bench page's logic, against the committed bench.json (what the page shows is computed here)."""
+
+import pytest
+
+from redlib.bench import report
+from redlib.core.runtime import project_root
+from redlib.red.pipeline import STAGE_KINDS
+
+BENCH = project_root() / "results" / "bench"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    data = report.load(BENCH / "bench.json")
+    if data is None:
+        pytest.skip("no committed bench.json")
+    return data
+
+
+def test_speed_up_ranges_contain_the_median(bench):
+    cache = report.prefix_cache(bench)
+    assert len(cache) == len(bench["prefix_cache"]["embedded"]) + len(bench["prefix_cache"]["qwen_shaped"])
+    assert (cache["speedup_min"] <= cache["speedup"]).all() and (cache["speedup"] <= cache["speedup_max"]).all()
+
+
+def test_targets_are_judged_only_at_the_pipeline_batch_and_misses_say_by_how_much(bench):
+    tt = report.targets(bench)
+    pipeline = bench["prefix_cache"]["pipeline_batch"]
+    for row in tt.itertuples():
+        if "batch" in row.target:
+            judged = row.target.endswith(f"batch {pipeline}")
+            assert row.met in (("yes", "no") if judged else ("reference: yes", "reference: no")), row.target
+        met = row.met.endswith("yes")
+        assert (row.gap == "") == met and (met or "missed by" in row.gap)
+    assert {"peak kernel memory of any notebook", "whole smoke test command (make test)"} <= set(tt["target"])
+
+
+def test_target_judging():
+    assert report.target("x", 1.598, 1.6, True, "x")["met"] == "no"
+    assert report.target("x", 1.598, 1.6, True, "x")["measured"] == "1.598 x"  # a near miss shows enough digits
+    assert report.target("t", 40, 60, False, "min")["gap"] == ""
+    assert report.target("t", 40, 30, False, "min", judged=False)["met"] == "reference: no"
+
+
+def test_stage_kinds_come_from_the_pipelines_list(bench):
+    slowest, wall, by_kind = report.stage_kinds(bench)
+    assert slowest in bench["notebooks"]["full"]["per_notebook"] and wall > 0
+    assert len(by_kind) and (by_kind["what"] != "").all()
+    assert {k.rpartition("/")[2] for k in by_kind["stage kind"]} <= set(STAGE_KINDS)
+    assert by_kind["seconds"].sum() <= wall
+
+
+def test_findings_and_profile_table(bench):
+    tt = report.targets(bench)
+    lines = report.findings(bench, tt, report.history(BENCH / "history.jsonl"))
+    judged = tt["met"].isin(["yes", "no"])
+    assert lines[0] == f"- {(tt['met'] == 'yes').sum()} of {judged.sum()} targets met on this machine."
+    prof = report.cprofile_table(bench["profile"]["cprofile"])
+    assert len(prof) and (prof["cumulative s"] >= prof["own s"]).all()

@@ -1,0 +1,32 @@
+"""The page registry is the one place a page is declared: everything else derives from it."""
+
+import jupytext
+
+from redlib.book import pages
+from redlib.core.claims import load_claims
+from redlib.core.runtime import project_root
+
+
+def test_toc_is_the_registry():
+    assert (project_root() / "_toc.yml").read_text() == pages.render_toc()
+
+
+def test_every_page_has_a_notebook_with_its_title_and_anchor():
+    for p in pages.PAGES:
+        nb = jupytext.read(project_root() / "notebooks" / f"{p.name}.py")
+        text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        assert f"# {p.title}" in text, p.name
+        if p.anchor:
+            assert f"({p.anchor})=" in text, p.name
+
+
+def test_experiments_run_before_the_pages_that_read_them():
+    order = list(pages.NOTEBOOKS)
+    trains = [pages.page(n).trains for n in order]
+    assert trains == sorted(trains, reverse=True) and set(order) == {p.name for p in pages.PAGES}
+
+
+def test_every_claim_group_has_a_page_or_is_planned():
+    groups = {c["group"] for c in load_claims().values()}
+    covered = {g for p in pages.PAGES for g in p.claim_groups} | {g for p in pages.PLANNED for g in p.claim_groups}
+    assert groups <= covered
