@@ -68,3 +68,26 @@ def test_hits_and_misses_are_counted(tmp_path):
     for _ in range(3):
         store.module("toy/x", {"seed": 0}, nn.Linear(2, 1), trainer(calls))
     assert (store.hits, store.misses) == (2, 1)
+
+
+def test_bytes_overwritten_in_place_are_detected_and_rebuilt(tmp_path):
+    """The header stays intact (the file still loads), but the weights changed: the checksum catches it."""
+    store, calls, key = Store(tmp_path), [], {"seed": 0}
+    store.module("toy/x", key, nn.Linear(8, 8), trainer(calls))
+    path = store.path("toy/x", key)
+    raw = bytearray(path.read_bytes())
+    raw[-40:-8] = b"\xff" * 32  # inside the data section: NaNs in the weights
+    path.write_bytes(bytes(raw))
+    again = Store(tmp_path)
+    with pytest.warns(UserWarning, match="do not match their checksum"):
+        again.module("toy/x", key, nn.Linear(8, 8), trainer(calls))
+    assert len(calls) == 2 and again.misses == 1
+    assert [e["event"] for e in again.events] == ["rebuilt"] and "checksum" in again.rebuilt()[0]["why"]
+    assert Store(tmp_path).load("toy/x", key) is not None  # the rebuilt entry is sound
+
+
+def test_events_say_what_was_loaded_and_computed(tmp_path):
+    store, calls = Store(tmp_path), []
+    store.module("toy/x", {"seed": 0}, nn.Linear(2, 1), trainer(calls))
+    store.module("toy/x", {"seed": 0}, nn.Linear(2, 1), trainer(calls))
+    assert [e["event"] for e in store.events] == ["computed", "loaded"] and store.rebuilt() == []

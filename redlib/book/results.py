@@ -120,6 +120,7 @@ class Results:
             "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "machine": machine(),
             "stages": {"loaded_from_cache": self.store.hits, "computed": self.store.misses,
+                       "rebuilt": self.store.rebuilt(),
                        "computed_seconds_by_kind": {k: round(v, 2) for k, v in self.store.seconds.items()}}
             if self.store else None,
         }
@@ -145,10 +146,11 @@ class Results:
         return self.dir
 
     def provenance_markdown(self) -> str:
-        """A small MyST admonition with the provenance finish() wrote (profile, seeds, commit, wall time)."""
+        """A small MyST admonition with the provenance finish() wrote (profile, seeds, commit, wall time, rebuilt stages)."""
         p = self.written["provenance"] if hasattr(self, "written") else self.provenance()
         m, st = p["machine"], p.get("stages")
         cache = f" ({st['loaded_from_cache']} of {st['loaded_from_cache'] + st['computed']} trained stages loaded from cache)" if st else ""
+        rebuilt = "".join(f"\n\n**Rebuilt:** {e['kind']}: {e['why']}" for e in (st or {}).get("rebuilt", []))
         where = self.dir.relative_to(project_root()) if self.dir.is_relative_to(project_root()) else self.dir
         return (
             "```{admonition} Provenance\n:class: note\n"
@@ -156,7 +158,7 @@ class Results:
             f"{'+dirty' if p['git_commit'].endswith('+dirty') else ''}`, "
             f"started {p['started_at']}, wall time {p['wall_seconds']:.0f} s{cache} on {m['processor']} "
             f"({m['cpu_count']} CPUs, torch {p['libraries']['torch']}). "
-            f"Result files: `{where}/`.\n```"
+            f"Result files: `{where}/`.{rebuilt}\n```"
         )
 
 

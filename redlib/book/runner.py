@@ -72,7 +72,21 @@ def execute(notebook: str, params: dict[str, Any], output: Path | None = None, p
     _hide_injected_parameters(partial)
     os.replace(partial, output)
     print(f"{notebook}: executed in {time.time() - start:.0f} s -> {output}", file=sys.stderr)
+    report_stages(notebook, cfg)
     return output
+
+
+def report_stages(notebook: str, cfg) -> None:
+    """Say on the terminal what the run's stage cache did: loaded, computed, and what was rebuilt and why."""
+    from .results import read
+
+    res = read(notebook, cfg.profile, cfg.results_dir)
+    st = res.provenance.get("stages") if res.exists else None
+    if st:
+        print(f"{notebook}: {st['loaded_from_cache']} stages loaded from the cache, {st['computed']} computed",
+              file=sys.stderr)
+        for e in st.get("rebuilt", []):
+            print(f"{notebook}: rebuilt {e['kind']}: {e['why']}", file=sys.stderr)
 
 
 def _hide_injected_parameters(path: Path) -> None:

@@ -1,8 +1,10 @@
 """On-disk cache of stage outputs (weights, features) keyed by a hash of everything that produced them.
 
-An entry is one safetensors file whose metadata holds the full key; a file that does not load,
-or whose key differs from the one asked for, is reported, removed and recomputed. Writes go to a
-temporary name and are renamed into place, so a half-written entry never counts.
+An entry is one safetensors file whose metadata holds the full key and a SHA-256 of its tensors'
+contents; a file that does not load, whose key differs from the one asked for, or whose contents no
+longer match their checksum (bytes overwritten in place) is reported, removed and recomputed. Writes
+go to a temporary name and are renamed into place, so a half-written entry never counts. Every
+load, computation and rebuild (with its reason) is kept in `events`, for the run's provenance.
 """
 
 from __future__ import annotations
@@ -29,6 +31,16 @@ def _canonical(config: dict[str, Any]) -> str:
     return json.dumps(config, sort_keys=True, default=str, separators=(",", ":"))
 
 
+def checksum(tensors: Tensors) -> str:
+    """SHA-256 of the tensors' names, dtypes, shapes and bytes, in name order."""
+    h = hashlib.sha256()
+    for name in sorted(tensors):
+        t = tensors[name].detach().to("cpu").contiguous()
+        h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
 class Store:
     """A folder of cached stage outputs: `Store().module(...)` loads weights if present, else trains them."""
 
@@ -36,6 +48,8 @@ class Store:
         self.root = Path(root) if root is not None else cache_dir()
         self.hits = self.misses = 0  # stages loaded vs computed through this Store, for provenance
         self.seconds: dict[str, float] = {}  # wall seconds spent computing stages, by kind
+        self.events: list[dict[str, str]] = []  # {"kind", "event": loaded | computed | rebuilt, "why"} per stage
+        self._unusable: dict[Path, str] = {}  # entries found unusable in this session, and why
 
     def path(self, kind: str, config: dict[str, Any]) -> Path:
         """Where the entry for (kind, config) lives."""
@@ -53,9 +67,14 @@ class Store:
                 tensors = {k: f.get_tensor(k) for k in f.keys()}
             if header.get("key") != _canonical(config):
                 raise ValueError("its stored key does not match this configuration")
+            if header.get("sha256") != checksum(tensors):
+                raise ValueError("its contents do not match their checksum" if "sha256" in header
+                                 else "it has no content checksum")
             meta = json.loads(header.get("meta", "{}"))
         except Exception as err:  # noqa: BLE001 - any unreadable entry is recomputed
-            warnings.warn(f"cache entry {path} is unusable ({err}); removing it and recomputing", stacklevel=2)
+            why = f"cache entry {path} is unusable ({err}); removing it and recomputing"
+            warnings.warn(why, stacklevel=2)
+            self._unusable[path] = why
             path.unlink(missing_ok=True)
             return None
         return tensors, meta
@@ -66,7 +85,8 @@ class Store:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         data = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
-        save_file(data, str(tmp), metadata={"key": _canonical(config), "meta": json.dumps(meta or {}, default=str)})
+        save_file(data, str(tmp), metadata={"key": _canonical(config), "sha256": checksum(data),
+                                            "meta": json.dumps(meta or {}, default=str)})
         os.replace(tmp, path)
         return path
 
@@ -76,10 +96,9 @@ class Store:
         """Load (kind, config) if stored, else compute, store and return it."""
         hit = self.load(kind, config)
         if hit is not None:
-            self.hits += 1
+            self._loaded(kind)
             return hit
-        self.misses += 1
-        started = time.perf_counter()
+        started = self._computing(kind, config)
         tensors, meta = compute()
         self._spent(kind, started)
         self.save(kind, config, tensors, meta)
@@ -94,16 +113,31 @@ class Store:
             state, meta = hit
             try:
                 model.load_state_dict(state)
-                self.hits += 1
+                self._loaded(kind)
                 return {**meta, "cached": True}
             except RuntimeError as err:
-                warnings.warn(f"cache entry {self.path(kind, config)} does not fit the model ({err}); retraining")
-        self.misses += 1
-        started = time.perf_counter()
+                why = f"cache entry {self.path(kind, config)} does not fit the model ({err}); retraining"
+                warnings.warn(why)
+                self._unusable[self.path(kind, config)] = why.splitlines()[0]
+        started = self._computing(kind, config)
         meta = train(model)
         self._spent(kind, started)
         self.save(kind, config, model.state_dict(), meta)
         return {**meta, "cached": False}
+
+    def _loaded(self, kind: str) -> None:
+        self.hits += 1
+        self.events.append({"kind": kind, "event": "loaded", "why": ""})
+
+    def _computing(self, kind: str, config: dict[str, Any]) -> float:
+        self.misses += 1
+        why = self._unusable.pop(self.path(kind, config), "")
+        self.events.append({"kind": kind, "event": "rebuilt" if why else "computed", "why": why})
+        return time.perf_counter()
+
+    def rebuilt(self) -> list[dict[str, str]]:
+        """The stages this session recomputed because their cache entry was unusable, with the reason."""
+        return [e for e in self.events if e["event"] == "rebuilt"]
 
     def _spent(self, kind: str, started: float) -> None:
         self.seconds[kind] = self.seconds.get(kind, 0.0) + time.perf_counter() - started

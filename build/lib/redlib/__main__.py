@@ -1,0 +1,89 @@
+"""Command line: `python -m redlib run|book|params`."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+from .book.pages import NOTEBOOKS
+from .core.config import PROFILES, ParameterError
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="python -m redlib", description="Run the RED companion's notebooks and build its book.")
+    sub = ap.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="execute one notebook with papermill parameters")
+    run.add_argument("notebook", help=f"one of: {', '.join(NOTEBOOKS)}")
+    run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                     help="a notebook parameter (repeatable), e.g. -p seed 3 -p profile full")
+    run.add_argument("--output", help="where to write the executed notebook (default: where the book picks it up)")
+    book = sub.add_parser("book", help="execute every notebook with a profile and build the HTML book (strict)")
+    book.add_argument("--profile", default="full", help=f"one of: {', '.join(PROFILES)} (default full)")
+    book.add_argument("--no-execute", action="store_true", help="build from the already executed notebooks")
+    sub.add_parser("params", help="list every notebook's parameters with their defaults")
+    export = sub.add_parser("export", help="write a Task 1 split as JSONL (question, answer, operands, range)")
+    export.add_argument("part", choices=["train", "val", "test"], help="which part of the split")
+    export.add_argument("--out", required=True, help="the JSONL file to write")
+    export.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                        help="a task1_addition parameter (seed, split, dataset_size, operand_min, ...)")
+    bench = sub.add_parser("bench", help="measure the pipeline's speed and memory (results/bench/bench.json)")
+    bench.add_argument("--smoke", action="store_true", help="tiny sizes and one repetition: checks that the bench runs")
+    bench.add_argument("--out", default=None, help="output folder (default results/bench, or results/bench/smoke)")
+    bench.add_argument("--profiles", default=None,
+                       help="profiles whose notebooks are timed cold, e.g. smoke (default: smoke,full; smoke only with --smoke)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; bad input exits 2 with a one-line message, a failed run exits 1."""
+    args = _parser().parse_args(argv)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    progress = not os.environ.get("CI")
+    from .book import runner
+
+    try:
+        if args.command == "run":
+            params = runner.parse_params(args.notebook, args.parameter)
+            runner.execute(args.notebook, params, args.output, progress=progress)
+        elif args.command == "book":
+            runner.stage_dir(args.profile)  # validates the profile before anything runs
+            index = runner.build_book(args.profile, execute_notebooks=not args.no_execute, progress=progress)
+            print(f"book built: {index}")
+        elif args.command == "export":
+            from .experiments.task1 import Task1Config, spec_for
+            from .tasks.arithmetic import make_task1, to_jsonl
+
+            cfg = Task1Config.from_params(**runner.parse_params("task1_addition", args.parameter))
+            path = to_jsonl(make_task1(spec_for(cfg, cfg.seed, cfg.split))[args.part], args.out)
+            print(f"wrote {path}")
+        elif args.command == "bench":
+            from pathlib import Path
+
+            from .bench.run import run_bench
+            from .core.runtime import resolve_path
+
+            out = Path(args.out) if args.out else resolve_path("results/bench" + ("/smoke" if args.smoke else ""))
+            profiles = args.profiles.split(",") if args.profiles else None
+            for p in profiles or []:
+                runner.stage_dir(p)  # validates each profile name before anything runs
+            report = run_bench(out, smoke=args.smoke, profiles=profiles)
+            print(f"bench written: {out / 'bench.json'} ({report['bench_seconds']:.0f} s)")
+        elif args.command == "params":
+            from .book.pages import config_for
+
+            for name in NOTEBOOKS:
+                cls = config_for(name)
+                print(f"{name}: " + ", ".join(f"{f}={getattr(cls, f)!r}" for f in cls.param_names()))
+    except (ParameterError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except RuntimeError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

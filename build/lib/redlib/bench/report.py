@@ -1,0 +1,139 @@
+"""Reading a bench.json: tables for the "Speed and memory" page, targets judged, and the findings in words."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from ..red.pipeline import STAGE_KINDS
+
+
+def load(path: Path) -> dict[str, Any] | None:
+    """The bench report at `path`, or None when no bench has been run."""
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def span(t: dict) -> str:
+    """'median (min-max)' of a timing entry, in seconds."""
+    return f"{t['median']:.3f} ({t['min']:.3f}-{t['max']:.3f})"
+
+
+def target(what: str, measured: float, goal: float, higher_is_better: bool, unit: str, judged: bool = True) -> dict:
+    """Whether a number meets its target (or, when not judged, a reference point), and by how much it misses."""
+    met = measured >= goal if higher_is_better else measured <= goal
+    gap = "" if met else f"missed by {abs(measured - goal):.2g} {unit} ({abs(measured - goal) / goal:.1%})"
+    digits = 3 if abs(measured - goal) < 0.01 else 2  # enough digits to tell a near miss from a hit
+    return {"target": what, "goal": f"{'>=' if higher_is_better else '<='} {goal} {unit}",
+            "measured": f"{measured:.{digits}f} {unit}",
+            "met": ("yes" if met else "no") if judged else f"reference: {'yes' if met else 'no'}", "gap": gap}
+
+
+def prefix_cache(bench: dict) -> pd.DataFrame:
+    """Naive vs cached epoch per backbone and batch, speed-up with its range over repetitions, and the bound."""
+    pc = bench["prefix_cache"]
+    cache = pd.DataFrame([{
+        "backbone": "embedded (MiniLM)" if r["backbone"] == "embedded" else "Qwen3-shaped", "blocks L": r["blocks"],
+        "batch": r["batch"], "naive epoch s": r["naive_epoch"]["median"], "cached epoch s": r["cached_epoch"]["median"],
+        "prefix once s": r["prefix_seconds_once"], "speedup": r["speedup"],
+        # the range pairs the extreme repetitions: slowest naive over fastest cached, and the reverse
+        "speedup_min": r["naive_epoch"]["min"] / r["cached_epoch"]["max"],
+        "speedup_max": r["naive_epoch"]["max"] / r["cached_epoch"]["min"], "bound": r["bound"]}
+        for r in [*pc["embedded"], *pc["qwen_shaped"]]])
+    cache["share of bound"] = (cache["speedup"] / cache["bound"]).map("{:.0%}".format)
+    return cache
+
+
+def notebooks(bench: dict) -> pd.DataFrame:
+    """Cold wall time (median, min-max over passes) and peak kernel memory of each notebook, per profile."""
+    rows = []
+    for prof, block in bench.get("notebooks", {}).items():
+        for name, t in block["per_notebook"].items():
+            w = t["wall"]
+            rows.append({"profile": prof, "notebook": name, "cold passes": w["reps"],
+                         "cold wall s (median)": round(t["wall_seconds"], 1),
+                         "min-max s": f"{w['min']:.1f}-{w['max']:.1f}" if w["reps"] > 1 else "",
+                         "peak kernel memory MiB": t["peak_rss_mb"]})
+    return pd.DataFrame(rows)
+
+
+def targets(bench: dict) -> pd.DataFrame:
+    """Every target the bench judges (cache speed-ups at the pipeline's batch, book, memory, test command)."""
+    goals, rows = bench["targets"], []
+    if "prefix_cache" in bench:
+        pc = bench["prefix_cache"]
+        for r in pc["embedded"]:
+            rows.append(target(f"frozen-prefix speed-up, embedded backbone, batch {r['batch']}", r["speedup"],
+                               goals["embedded_cache_speedup"], True, "x", judged=r["batch"] == pc["pipeline_batch"]))
+        for r in (r for r in pc["qwen_shaped"] if r["blocks"] == 28):
+            rows.append(target(f"frozen-prefix speed-up, Qwen3-0.6B-shaped (28 blocks), batch {r['batch']}", r["speedup"],
+                               goals["qwen_cache_speedup"], True, "x", judged=r["batch"] == pc["pipeline_batch"]))
+    full = bench.get("notebooks", {}).get("full")
+    if full and full["book_build_seconds"] is not None:
+        rows.append(target("whole full-profile book (every notebook cold + strict build)", full["total_seconds"] / 60,
+                           goals["full_book_minutes"], False, "min"))
+    nbs = notebooks(bench)
+    if len(nbs):
+        rows.append(target("peak kernel memory of any notebook", nbs["peak kernel memory MiB"].max() / 1024,
+                           goals["peak_rss_gib"], False, "GiB"))
+    if "smoke_test_command" in bench:
+        rows.append(target("whole smoke test command (make test)", bench["smoke_test_command"]["total_seconds"] / 60,
+                           goals["smoke_test_minutes"], False, "min"))
+    return pd.DataFrame(rows)
+
+
+def stage_kinds(bench: dict) -> tuple[str, float, pd.DataFrame]:
+    """The slowest notebook of the last profile timed (full if timed), its cold seconds, and its time by stage kind."""
+    prof = "full" if "full" in bench["notebooks"] else list(bench["notebooks"])[-1]
+    per_nb = bench["notebooks"][prof]["per_notebook"]
+    slowest = max(per_nb, key=lambda k: per_nb[k]["wall_seconds"])
+    wall, stage_s = per_nb[slowest]["wall_seconds"], per_nb[slowest].get("stage_seconds") or {}
+    # a kind is "<task>/<stage>"; the pipeline's fixed list says what each stage holds
+    return slowest, wall, pd.DataFrame([{"stage kind": k, "what": STAGE_KINDS.get(k.rpartition("/")[2], ""),
+                                         "seconds": v, "share of notebook": f"{v / wall:.0%}"}
+                                        for k, v in sorted(stage_s.items(), key=lambda kv: -kv[1])])
+
+
+def cprofile_table(text: str) -> pd.DataFrame:
+    """The rows of a pstats listing as a table: calls, own seconds, cumulative seconds, function."""
+    row = re.compile(r"^\s*([\d/]+)\s+([\d.]+)\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s+(.+)$")
+    rows = [m.groups() for m in map(row.match, text.splitlines()) if m]
+    return pd.DataFrame([{"calls": c, "own s": float(o), "cumulative s": float(cu), "function": fn} for c, o, cu, fn in rows])
+
+
+def history(path: Path) -> pd.DataFrame:
+    """The headline numbers of every full bench run (history.jsonl beside bench.json), one row each."""
+    if not path.exists():
+        return pd.DataFrame()
+    return pd.DataFrame([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
+
+
+def findings(bench: dict, tt: pd.DataFrame, hist: pd.DataFrame) -> list[str]:
+    """The page's conclusions, computed: targets met and missed, where the time goes, run-to-run agreement."""
+    judged = tt[tt["met"].isin(["yes", "no"])]
+    missed = judged[judged["met"] == "no"]
+    pc = bench.get("prefix_cache")
+    steps_ratio = pc["pipeline_batch"] // pc["paper_batch"] if pc else 1
+    lines = [f"- {len(judged) - len(missed)} of {len(judged)} targets met on this machine."]
+    lines += [f"- Missed: {t.target}: {t.measured} against {t.goal}, {t.gap}." for t in missed.itertuples()]
+    lines += [f"- For reference only (not a target): {t.target}: {t.measured} against {t.goal}, {t.gap}; "
+              f"with {steps_ratio}x as many steps per epoch, the work every step pays in both paths weighs more."
+              for t in tt[tt["met"] == "reference: no"].itertuples()]
+    if bench.get("notebooks"):
+        slowest, wall, by_kind = stage_kinds(bench)
+        if len(by_kind) >= 2:
+            top2 = by_kind.head(2)
+            named = [f"`{k}` ({w})" for k, w in zip(top2["stage kind"], top2["what"])]
+            lines.append(f"- In the slowest notebook, `{slowest}`, the stages {named[0]} and {named[1]} take "
+                         f"{top2['seconds'].sum() / wall:.0%} of its cold time: that is where a faster pipeline would start.")
+    if len(hist) > 1 and pc:
+        for col in [c for c in hist.columns if c.startswith("speed-up") and c.endswith(f"batch {pc['pipeline_batch']}")]:
+            lines.append(f"- Across the {len(hist)} recorded bench runs, {col.removeprefix('speed-up ')}: "
+                         f"{hist[col].min():.2f}x to {hist[col].max():.2f}x.")
+    if "features_cache" in bench:
+        lines.append(f"- Cached pooled features make a router epoch {bench['features_cache']['speedup']:.0f}x cheaper than "
+                     "recomputing the backbone: stages 2-4 of every experiment train on them.")
+    return lines

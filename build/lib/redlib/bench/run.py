@@ -1,0 +1,335 @@
+"""`make bench`: the pipeline's speed and memory on this machine, written to results/bench/bench.json.
+
+Measures (several repetitions, median and spread): frozen-prefix training vs the naive full forward,
+heads on cached features vs recomputing the backbone, cold wall time and peak memory of every notebook,
+the whole book build, the README's test command, inference throughput, and where the slowest notebook
+spends its time (compute seconds per stage kind, and a cProfile of one Task 1 run).
+Targets are reported against, never asserted.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import io
+import json
+import os
+import platform
+import pstats
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..book.pages import NOTEBOOKS
+from ..book.results import git_commit, jsonable, library_versions
+from ..core.runtime import project_root
+from ..experiments.task1 import Task1Config
+from ..models.backbone import Backbone, embedded_path
+from ..models.combiners import ProbMixture, ResidualMixture
+from ..tasks.arithmetic import N_CLASSES, RANGE_NAMES, Task1Spec, make_task1
+
+TARGETS = {"embedded_cache_speedup": 1.6, "qwen_cache_speedup": 4.5, "full_book_minutes": 60,
+           "smoke_test_minutes": 15, "peak_rss_gib": 4.0}
+PAPER_BATCH = 16  # the paper's micro-batch (accumulated to 64); ours is Task 1's batch_size
+# Qwen3-0.6B: 28 blocks, hidden 1024, MLP 3072, 16 heads (8 KV), head dim 128. On a 2-core CPU the
+# stack keeps its depth and shape ratios at a quarter of the width.
+QWEN_SHAPE = {"num_hidden_layers": 28, "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4,
+              "num_key_value_heads": 2, "head_dim": 64}
+
+
+def spread(times: list[float]) -> dict:
+    """Median, min, max and every value of a list of repeated timings (seconds)."""
+    return {"median": statistics.median(times), "min": min(times), "max": max(times), "reps": len(times), "seconds": times}
+
+
+def timed(fn: Callable[[], object], reps: int) -> dict:
+    """Run fn `reps` times (after one warm-up): median, min, max seconds and every repetition."""
+    fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return spread(times)
+
+
+def qwen_shaped(layers: int, root: Path) -> Path:
+    """A randomly initialised Qwen3 stack of Qwen3-0.6B's shape (reduced width) with `layers` blocks, on disk."""
+    from transformers import AutoTokenizer, Qwen3Config, Qwen3Model
+
+    path = root / f"qwen3_shaped_{layers}"
+    if not (path / "config.json").exists():
+        tok = AutoTokenizer.from_pretrained(embedded_path(), local_files_only=True)
+        torch.manual_seed(0)
+        Qwen3Model(Qwen3Config(vocab_size=tok.vocab_size, **{**QWEN_SHAPE, "num_hidden_layers": layers})).save_pretrained(path)
+        tok.save_pretrained(path)
+    return path
+
+
+def _questions(n: int) -> list[str]:
+    return make_task1(Task1Spec(n_train=n, n_val=1, n_test=1, split="iid", n_templates=5, seed=0))["train"]["text"].tolist()
+
+
+def prefix_vs_naive(backbone: str, n: int, batches: list[int], reps: int, k: int = 2) -> list[dict]:
+    """One epoch of stage-1 training (top k blocks + head) with the cached prefix and with the full forward, per batch size."""
+    torch.manual_seed(0)
+    bb = Backbone(backbone, k)
+    tokens = bb.tokenize(_questions(n))
+    t = time.perf_counter()
+    prefix = bb.prefix(tokens)
+    prefix_seconds = time.perf_counter() - t
+    head = nn.Linear(bb.dim, N_CLASSES)
+    y = torch.randint(N_CLASSES, (n,), generator=torch.Generator().manual_seed(0))
+    params = [p for p in bb.parameters() if p.requires_grad] + list(head.parameters())
+    L = bb.n_blocks
+    common = {"backbone": backbone if backbone == "embedded" else Path(backbone).name, "blocks": L, "k": k, "samples": n,
+              "tokens_per_sample": int(tokens.attention_mask.sum(1).float().mean()), "prefix_seconds_once": prefix_seconds,
+              "bound": (L + 2 * k) / (3 * k)}
+    rows = []
+    for batch in batches:
+        opt = torch.optim.AdamW(params, lr=1e-5)  # the fit loop's optimiser
+
+        def epoch(cached: bool) -> None:
+            for s in range(0, n, batch):
+                ids, mask = tokens.input_ids[s:s + batch], tokens.attention_mask[s:s + batch]
+                h = bb.forward_top(prefix[s:s + batch], mask) if cached else bb(type(tokens)(ids, mask))
+                F.cross_entropy(head(h), y[s:s + batch]).backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+
+        cached, naive = timed(lambda: epoch(True), reps), timed(lambda: epoch(False), reps)
+        rows.append({**common, "batch": batch, "cached_epoch": cached, "naive_epoch": naive,
+                     "speedup": naive["median"] / cached["median"]})
+    return rows
+
+
+def features_vs_recompute(n: int, batch: int, reps: int) -> dict:
+    """One epoch of router training on cached pooled features vs recomputing the (frozen) backbone each step."""
+    torch.manual_seed(0)
+    bb = Backbone("embedded", 0)
+    tokens = bb.tokenize(_questions(n))
+    with torch.no_grad():
+        feats = torch.cat([bb(type(tokens)(tokens.input_ids[s:s + 256], tokens.attention_mask[s:s + 256]))
+                           for s in range(0, n, 256)])
+    K = len(RANGE_NAMES)
+    r = torch.randint(K, (n,), generator=torch.Generator().manual_seed(0))
+    router = Task1Config().router(bb.dim, K)
+    opt = torch.optim.AdamW(router.parameters(), lr=1e-4)
+
+    def epoch(cached: bool) -> None:
+        for s in range(0, n, batch):
+            if cached:
+                h = feats[s:s + batch]
+            else:
+                with torch.no_grad():
+                    h = bb(type(tokens)(tokens.input_ids[s:s + batch], tokens.attention_mask[s:s + batch]))
+            F.cross_entropy(router.logits(h), r[s:s + batch]).backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+
+    cached, recompute = timed(lambda: epoch(True), reps), timed(lambda: epoch(False), reps)
+    return {"samples": n, "batch": batch, "cached_epoch": cached, "recompute_epoch": recompute,
+            "speedup": recompute["median"] / cached["median"]}
+
+
+@torch.no_grad()
+def throughput(n: int, reps: int) -> dict:
+    """Queries per second of the global head, softmax MoE and RED on cached features, and the backbone's own rate."""
+    torch.manual_seed(0)
+    bb = Backbone("embedded", 2)
+    d, K, cfg = bb.dim, len(RANGE_NAMES), Task1Config()  # the modules Task 1 trains, at its default sizes
+    h = torch.randn(n, d)
+    head, router = nn.Linear(d, N_CLASSES), cfg.router(d, K)
+    moe = ProbMixture([cfg.expert(d, N_CLASSES) for _ in range(K)])
+    red = ResidualMixture([cfg.residual(d) for _ in range(K)], head)
+    methods = {"global head": lambda: head(h).argmax(-1), "softmax MoE": lambda: moe(h, router(h)).argmax(-1),
+               "RED": lambda: red(h, router(h)).argmax(-1)}
+    out = {m: {**timed(fn, reps)} for m, fn in methods.items()}
+    for m in out:
+        out[m]["queries_per_second"] = n / out[m]["median"]
+    tokens = bb.tokenize(_questions(min(n, 2048)))
+    backbone = timed(lambda: bb(tokens), max(1, reps // 2))
+    qps_backbone = len(tokens.input_ids) / backbone["median"]
+    red_extra = (1 / out["RED"]["queries_per_second"]) / (1 / qps_backbone)
+    return {"methods": out, "backbone": {**backbone, "queries_per_second": qps_backbone},
+            "red_extra_cost_vs_backbone": red_extra,
+            "params": {"backbone": sum(p.numel() for p in bb.full.parameters()),
+                       "red_residuals_and_router": sum(p.numel() for p in [*red.residuals.parameters(), *router.parameters()]),
+                       "moe_experts_and_router": sum(p.numel() for p in [*moe.parameters(), *router.parameters()])}}
+
+
+def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = None) -> dict:
+    """Cold wall time and kernel peak memory of each notebook (fresh results folder and cache)."""
+    env = {**os.environ, "REDLIB_CACHE": str(workdir / "cache"), "REDLIB_PROGRESS": "0"}
+    out = {}
+    for name in notebooks or list(NOTEBOOKS):
+        nb_out = workdir / "book" / f"{name}.ipynb"
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "redlib", "run", name, "-p", "profile", profile,
+                        "-p", "results_dir", str(workdir / "results"), "--output", str(nb_out)],
+                       env=env, check=True, cwd=project_root(), capture_output=True)
+        prov = json.loads((workdir / "results" / profile / name / "claims.json").read_text())["provenance"]
+        out[name] = {"wall_seconds": time.perf_counter() - t, "kernel_seconds": prov["wall_seconds"],
+                     "peak_rss_mb": prov["peak_rss_mb"],
+                     "stage_seconds": (prov.get("stages") or {}).get("computed_seconds_by_kind", {})}
+    return out
+
+
+def profile_passes(profile: str, workdir: Path, passes: int, notebooks: list[str] | None = None) -> dict:
+    """`passes` cold runs of a profile's notebooks (each into a fresh folder), then the strict build; medians and spread."""
+    runs = []
+    for i in range(passes):
+        work = workdir / f"pass{i}"
+        t = time.perf_counter()
+        times = notebook_times(profile, work, notebooks)
+        build = book_build_seconds(work) if notebooks is None else None
+        runs.append({"per_notebook": times, "build": build, "total": time.perf_counter() - t})
+    per_notebook = {}
+    for name, first in runs[0]["per_notebook"].items():
+        walls = [r["per_notebook"][name]["wall_seconds"] for r in runs]
+        per_notebook[name] = {**first, "wall_seconds": statistics.median(walls), "wall": spread(walls),
+                              "peak_rss_mb": max(r["per_notebook"][name]["peak_rss_mb"] for r in runs)}
+    builds = [r["build"] for r in runs if r["build"] is not None]
+    return {"passes": passes, "per_notebook": per_notebook, "book_build_seconds": statistics.median(builds) if builds else None,
+            "total_seconds": statistics.median(r["total"] for r in runs), "total": spread([r["total"] for r in runs])}
+
+
+def book_build_seconds(workdir: Path) -> float:
+    """Time of the book's strict HTML build (and link check) of the notebooks executed into workdir/book."""
+    from ..book.runner import build_html, copy_book_sources
+
+    stage = workdir / "stage"
+    copy_book_sources(stage)
+    for nb in (workdir / "book").glob("*.ipynb"):
+        shutil.copy2(nb, stage / "book" / nb.name)
+    t = time.perf_counter()
+    build_html(stage, quiet=True)
+    return time.perf_counter() - t
+
+
+# The recipes of the Makefile's `unit` and `notebooks` targets (`make test`), `$(PY)` written as {python};
+# tests/test_bench.py checks that the two stay the same.
+SMOKE_TEST_COMMANDS = [
+    "{python} -m pytest -q tests",
+    "{python} -m redlib book --profile smoke",
+    "{python} -m pytest -q -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg _build/smoke/book/*.ipynb",
+]
+
+
+def smoke_test_command(workdir: Path) -> dict:
+    """Wall time of the README's test command, command by command, with a fresh stage cache."""
+    env = {**os.environ, "REDLIB_CACHE": str(workdir / "cache"), "REDLIB_PROGRESS": "0", "CI": "true"}
+    steps = []
+    for cmd in SMOKE_TEST_COMMANDS:
+        line = cmd.format(python=sys.executable)
+        t = time.perf_counter()
+        proc = subprocess.run(["bash", "-c", line], env=env, cwd=project_root(), capture_output=True, text=True)
+        if proc.returncode:
+            tail = (proc.stdout + proc.stderr).strip().splitlines()[-1:] or [""]
+            raise RuntimeError(f"`{cmd}` failed (exit {proc.returncode}): {tail[0]}")
+        steps.append({"command": cmd.format(python="python"), "seconds": time.perf_counter() - t})
+    return {"steps": steps, "total_seconds": sum(s["seconds"] for s in steps)}
+
+
+def profile_task1(profile: str, top: int = 15) -> str:
+    """cProfile summary (cumulative time) of one Task 1 seed and split, cold cache, as text."""
+    from ..core.store import Store
+    from ..experiments import task1
+
+    cfg = Task1Config.from_params(profile=profile)
+    bb = Backbone(cfg.backbone, cfg.k_trainable)
+    with tempfile.TemporaryDirectory() as tmp:
+        prof = cProfile.Profile()
+        prof.runcall(task1.run, cfg, cfg.seed, cfg.split, bb, Store(tmp))
+    buf = io.StringIO()
+    pstats.Stats(prof, stream=buf).strip_dirs().sort_stats("cumulative").print_stats(top)
+    return buf.getvalue()
+
+
+def headline(report: dict) -> dict:
+    """The numbers of one bench run that the targets judge, flat, for the history of runs."""
+    pc, nbs = report.get("prefix_cache", {}), report.get("notebooks", {})
+    row = {"started_at": report.get("started_at"), "git_commit": report["git_commit"][:12]}
+    for r in [*pc.get("embedded", []), *pc.get("qwen_shaped", [])]:
+        name = "embedded" if r["backbone"] == "embedded" else f"qwen L{r['blocks']}"
+        row[f"speed-up {name} batch {r['batch']}"] = round(r["speedup"], 3)
+    if "full" in nbs:
+        row["full book min"] = round(nbs["full"]["total_seconds"] / 60, 2)
+    if "smoke_test_command" in report:
+        row["test command min"] = round(report["smoke_test_command"]["total_seconds"] / 60, 2)
+    peaks = [t["peak_rss_mb"] for block in nbs.values() for t in block["per_notebook"].values()]
+    if peaks:
+        row["peak memory GiB"] = round(max(peaks) / 1024, 2)
+    return row
+
+
+def append_history(report: dict, out: Path) -> None:
+    """Add this run's headline numbers to <out>/history.jsonl (one line per full bench run)."""
+    with open(out / "history.jsonl", "a") as f:
+        f.write(json.dumps(headline(report)) + "\n")
+
+
+def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None,
+              profiles: list[str] | None = None) -> dict:
+    """Run every measurement (small sizes when smoke) and write bench.json under `out` after each step.
+
+    `notebooks` limits which notebooks are timed, `profiles` which profiles (default: smoke, and full unless smoke).
+    A step that fails is recorded with its error and the others still run.
+    """
+    os.environ.setdefault("REDLIB_PROGRESS", "0")
+    reps = 1 if smoke else 5
+    n = 64 if smoke else 1024
+    # the pipeline's own micro-batch (Task 1's default) and the paper's (16, accumulated to 64)
+    batches = sorted({Task1Config().batch_size, PAPER_BATCH}, reverse=True)
+    profiles = profiles or (["smoke"] if smoke else ["smoke", "full"])
+    started = time.time()
+    report: dict = {"smoke": smoke, "targets": TARGETS, "git_commit": git_commit(), "libraries": library_versions(),
+                    "started_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                    "machine": {"platform": platform.platform(), "cpu_count": os.cpu_count(),
+                                "torch_threads": torch.get_num_threads()},
+                    "profiles_timed": profiles, "errors": {}}
+    out.mkdir(parents=True, exist_ok=True)
+
+    def save() -> None:
+        report["bench_seconds"] = time.time() - started
+        (out / "bench.json").write_text(json.dumps(jsonable(report), indent=2) + "\n")
+
+    def step(name: str, fn: Callable[[], object], into: dict | None = None, key: str | None = None) -> None:
+        """Store fn() as report[name] (or into[key]); a failure is recorded under `name` and the bench goes on."""
+        try:
+            (report if into is None else into)[key or name] = fn()
+        except Exception as err:  # noqa: BLE001 - recorded, reported on the page
+            report["errors"][name] = f"{type(err).__name__}: {err}"
+        save()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        depths = [6] if smoke else [6, 12, 28]
+        step("prefix_cache", lambda: {
+            "embedded": prefix_vs_naive("embedded", n, batches, reps),
+            "qwen_shaped": [r for L in depths for r in prefix_vs_naive(str(qwen_shaped(L, tmp)), n, batches, reps)],
+            "qwen_shape": QWEN_SHAPE, "pipeline_batch": Task1Config().batch_size, "paper_batch": PAPER_BATCH})
+        step("features_cache", lambda: features_vs_recompute(4 * n, 64, reps))
+        step("throughput", lambda: throughput(8 * n, reps))
+        report["notebooks"] = {}
+        for p in profiles:
+            # the smoke profile is cheap enough to repeat; a full cold pass takes most of an hour
+            passes = 3 if p == "smoke" and not smoke else 1
+            step(f"notebooks {p}", lambda p=p, n=passes: profile_passes(p, tmp / p, n, notebooks), report["notebooks"], p)
+        if not smoke:
+            step("smoke_test_command", lambda: smoke_test_command(tmp / "test"))
+        step("profile", lambda: {"what": f"one Task 1 seed and split ({profiles[-1]} profile), cold cache",
+                                 "cprofile": profile_task1(profiles[-1])})
+    save()
+    if not smoke:
+        append_history(report, out)
+    return report

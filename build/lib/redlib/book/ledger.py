@@ -1,0 +1,178 @@
+"""The claims ledger: every claim of the paper joined with what the notebooks measured, and a verdict by rule.
+
+This is the only place a measurement becomes a verdict: the ledger page and each page's own claims table
+both call `verdict`. Verdicts come from the claim's kind: `value` (within a tolerance of the paper's
+number), `order` (the ordering holds in every seed / in some seeds or the mean / not), `bound` (inside the
+stated range). A claim no notebook measured yet is "not measured", never blank.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ..core.claims import VALUE_TOL, bound_verdict, load_claims, order_verdict, value_verdict
+from .pages import BY_NAME, PAGES, PLANNED
+from .results import read
+
+VERDICTS = ("holds", "partly", "does not hold", "not measured")
+COLOURS = {"holds": "#c8e6c9", "partly": "#fff3c4", "does not hold": "#ffcdd2", "not measured": "#e0e0e0"}
+
+
+def collect(results_root: str | os.PathLike, profile: str = "full", claims_file=None) -> dict[str, dict[str, Any]]:
+    """Every claim measured by a registered page's last run, tagged with its notebook and provenance."""
+    known = load_claims(claims_file)
+    out: dict[str, dict[str, Any]] = {}
+    for page in PAGES:
+        res = read(page.name, profile, results_root)
+        if not res.exists:
+            continue
+        for cid, entry in res.claims.items():
+            if cid not in known:
+                raise KeyError(f"{res.dir / 'claims.json'}: claim id {cid!r} is not in the paper's claims file")
+            out[cid] = {**entry, "notebook": page.name, "provenance": res.provenance}
+    return out
+
+
+def _bound(entry: dict[str, Any], paper: Any) -> tuple[float, float] | None:
+    if "bound" in entry:
+        return tuple(entry["bound"])
+    if isinstance(paper, (int, float)):
+        return float(paper), float(paper)
+    if isinstance(paper, list) and len(paper) == 2 and all(isinstance(p, (int, float)) for p in paper):
+        return float(paper[0]), float(paper[1])
+    return None
+
+
+def verdict(claim: dict[str, Any], entry: dict[str, Any] | None, tol: float = VALUE_TOL) -> str:
+    """The verdict of one claim by the rule of its kind (see the module docstring)."""
+    if entry is None:
+        return "not measured"
+    kind, paper, per_seed = claim["kind"], claim["paper"], entry.get("per_seed", [entry.get("value")])
+    if kind == "order":
+        return order_verdict([bool(v) for v in per_seed], bool(entry.get("mean_holds", False)))
+    if kind == "bound":
+        bound = _bound(entry, paper)
+        return bound_verdict(per_seed, *bound) if bound else "not measured"
+    if isinstance(paper, (int, float)):
+        return value_verdict(per_seed, float(paper), tol)
+    if isinstance(paper, list):  # per range / per domain: compare the mean over seeds element-wise
+        mean = np.asarray(entry["value"], dtype=float)
+        inside = np.abs(mean - np.asarray(paper, dtype=float)) <= tol
+        return "holds" if inside.all() else "partly" if inside.any() else "does not hold"
+    return "not measured"
+
+
+def _fmt(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:.3g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items())
+    if isinstance(value, list):
+        return "[" + ", ".join(_fmt(v) for v in value) + "]"
+    return str(value)
+
+
+def _spread(entry: dict[str, Any]) -> str:
+    per_seed = entry.get("per_seed")
+    if not per_seed or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in per_seed):
+        return ""
+    return f"± {np.std(per_seed):.3g} (n={len(per_seed)})"
+
+
+def table(collected: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> pd.DataFrame:
+    """One row per claim of the paper: section, claim, paper's value, ours, spread, measured on, verdict, notebook."""
+    rows = []
+    for cid, claim in load_claims(claims_file).items():
+        entry = collected.get(cid)
+        prov = (entry or {}).get("provenance", {})
+        params = prov.get("parameters", {})
+        on = ", ".join(f"{k} {params[k]}" for k in ("backbone", "split", "dataset_size") if k in params) or (
+            "toy grid" if entry and entry["notebook"] == "toy_experiments" else "")
+        rows.append({
+            "id": cid, "verdict": verdict(claim, entry, tol), "group": claim["group"], "section": claim["section"],
+            "kind": claim["kind"], "claim": claim["claim"], "paper": _fmt(claim["paper"]),
+            "ours": _fmt(entry.get("value")) if entry else "not measured",
+            "measure": (entry or {}).get("measure", ""),
+            "spread over seeds": _spread(entry) if entry else "",
+            "measured on": on, "notebook": entry["notebook"] if entry else "",
+        })
+    return pd.DataFrame(rows)
+
+
+def summary(df: pd.DataFrame) -> pd.Series:
+    """Counts of each verdict, in the ledger's order (zeros included)."""
+    return df["verdict"].value_counts().reindex(VERDICTS, fill_value=0)
+
+
+def link(notebook: str) -> str:
+    """Relative HTML link to where a notebook discusses its claims (the registry's anchor)."""
+    anchor = BY_NAME[notebook].anchor
+    return f"{notebook}.html" + (f"#{anchor}" if anchor else "")
+
+
+def page_table(measured: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> pd.DataFrame:
+    """A page's own claims table: each claim it measured, the paper's number, ours, spread and the ledger's verdict."""
+    claims = load_claims(claims_file)
+    return pd.DataFrame([{
+        "claim": cid, "the paper says": claims[cid]["claim"], "paper": _fmt(claims[cid]["paper"]),
+        "ours (mean)": _fmt(entry.get("value")) + (f" ({entry['measure']})" if entry.get("measure") else ""),
+        "spread over seeds": _spread(entry), "verdict": verdict(claims[cid], entry, tol)} for cid, entry in measured.items()])
+
+
+def styled(df: pd.DataFrame):
+    """A table with a `verdict` column, verdicts coloured as in the ledger."""
+    from .plots import styled as house
+
+    return house(df, hide_index=True).map(lambda v: f"background-color: {COLOURS[v]}" if v in COLOURS else "",
+                                          subset=["verdict"])
+
+
+def status(collected: dict[str, dict[str, Any]], claims_file=None) -> pd.DataFrame:
+    """What the book reproduces: per page or planned part of the paper, its claims, how many measured, and how many hold."""
+    claims = load_claims(claims_file)
+    entries = [(p.sections, f"{{doc}}`{p.name}`", p.claim_groups) for p in PAGES if p.claim_groups]
+    entries += [(p.sections, "not yet in this book", p.claim_groups) for p in PLANNED]
+    rows = []
+    for sections, where, groups in entries:
+        ids = [cid for cid, c in claims.items() if c["group"] in groups]
+        done = [verdict(claims[cid], collected[cid]) for cid in ids if cid in collected]
+        rows.append({"paper": sections, "page": where, "claims": len(ids), "measured": len(done),
+                     "hold": done.count("holds"), "partly": done.count("partly"), "do not hold": done.count("does not hold")})
+    return pd.DataFrame(rows)
+
+
+def summary_html(counts: pd.Series) -> str:
+    """The verdict counts as coloured badges."""
+    badges = "".join(
+        f'<span style="background:{COLOURS[v]};padding:0.3em 0.7em;margin-right:0.5em;border-radius:4px">'
+        f"<b>{counts[v]}</b> {v}</span>" for v in VERDICTS)
+    return f'<p role="status" aria-label="claims ledger summary">{badges}</p>'
+
+
+def table_html(df: pd.DataFrame) -> str:
+    """The ledger as an HTML table: verdicts coloured, ids linked to the section that measured them."""
+    shown = df.copy()
+    shown["id"] = [f'<a href="{link(nb)}">{cid}</a><br><small>{sec} ({kind})</small>' if nb else
+                   f"{cid}<br><small>{sec} ({kind})</small>"
+                   for cid, nb, sec, kind in zip(df["id"], df["notebook"], df["section"], df["kind"])]
+    shown["ours"] = [f"{o}<br><small>{m}</small>" if m else o for o, m in zip(df["ours"], df["measure"])]
+    shown["ours"] += [f"<br><small>{s}; {on}</small>" if s or on else "" for s, on in zip(df["spread over seeds"], df["measured on"])]
+    shown = shown[["id", "verdict", "claim", "paper", "ours"]]
+    sty = shown.style.hide(axis="index").map(lambda v: f"background-color: {COLOURS.get(v, '')}" if v in COLOURS else "",
+                                             subset=["verdict"])
+    sty = sty.set_uuid("ledger").set_table_styles([{"selector": "td, th", "props": "font-size: 0.85em; vertical-align: top"}])
+    # Styler leaves cell text unescaped, so the links stay links; the wrapper scrolls on narrow screens
+    return f'<div style="overflow-x:auto">{sty.to_html()}</div>'
+
+
+
+def verdicts(measured: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> dict[str, str]:
+    """Claim id -> the ledger's verdict, for a page's own measurements."""
+    claims = load_claims(claims_file)
+    return {cid: verdict(claims[cid], entry, tol) for cid, entry in measured.items()}

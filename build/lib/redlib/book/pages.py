@@ -1,0 +1,106 @@
+"""The page registry: every page of the book declared once.
+
+The CLI's notebook list, the execution order, `_toc.yml`, the ledger's links, the intro's status table and
+the reproduce page's tables all derive from `PAGES`. Adding a section means: a notebook, its experiment
+module (config + computations), and one `Page` entry here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..core.config import NotebookConfig, PageConfig, ParameterError, page_config
+from ..experiments.task1 import Task1Config
+from ..experiments.toy import ToyConfig
+
+# the book's numbered parts, in order (the intro is the root page, outside them)
+PARTS = ("Reading this book", "Experiments", "Cost and robustness")
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page: its notebook name, title, part of the book, config, and what of the paper it covers."""
+
+    name: str
+    title: str
+    part: str | None  # one of PARTS; None for the root page
+    config: type[NotebookConfig]
+    sections: str = ""  # the paper's sections it reproduces
+    claim_groups: tuple[str, ...] = ()  # groups of the claims file it measures
+    anchor: str | None = None  # label of the section where it discusses its claims
+
+    @property
+    def trains(self) -> bool:
+        """Experiment pages train; reading pages only read result files, so they run after every experiment."""
+        return not issubclass(self.config, PageConfig)
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A part of the paper no page reproduces yet: its claims show 'not measured' and link nowhere."""
+
+    sections: str
+    claim_groups: tuple[str, ...]
+
+
+def _reading(name: str, title: str, part: str | None) -> Page:
+    return Page(name, title, part, page_config(name))
+
+
+PAGES: list[Page] = [
+    _reading("intro", "Residual Expert Decomposition: a reproduction companion", None),
+    _reading("claims_ledger", "Claims ledger", PARTS[0]),
+    _reading("paper_vs_code", "Paper vs released code", PARTS[0]),
+    _reading("reproduce", "Reproduce it", PARTS[0]),
+    Page("toy_experiments", "Toy experiments: linear, MLP and residual experts", PARTS[1], ToyConfig,
+         "toy experiments A-C (linear, MLP, residual experts)", ("toy",), "toy-claims"),
+    Page("task1_addition", "Task 1: addition, RED against four baselines", PARTS[1], Task1Config,
+         "4.1-4.6 arithmetic Task 1, RED and four baselines", ("task1_addition",), "t1-claims"),
+    _reading("speed_and_memory", "Speed and memory", PARTS[2]),
+]
+PLANNED: list[Planned] = [
+    Planned("4.7 Task 2 (mixed arithmetic)", ("task2_mixed",)),
+    Planned("4.5.5, 4.8 op experts and the step decomposer", ("step_decomposition",)),
+    Planned("MNIST five-domain benchmark (research code)", ("mnist_label5",)),
+    Planned("4.9 ablations, routing noise and plug-in modularity", ("ablation", "robustness_modularity")),
+    Planned("4.10 cost of training", ("efficiency",)),
+    Planned("routing-analysis MoE experiments (heatmaps)", ("routing_analysis",)),
+]
+BY_NAME = {p.name: p for p in PAGES}
+# every notebook in execution order: experiments first, then the pages that read their results
+NOTEBOOKS: dict[str, type[NotebookConfig]] = {p.name: p.config for p in sorted(PAGES, key=lambda p: not p.trains)}
+
+
+def page(name: str) -> Page:
+    """The registered page of a notebook (one-line error listing the notebooks if unknown)."""
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise ParameterError(f"unknown notebook {name!r}; allowed: {', '.join(NOTEBOOKS)}") from None
+
+
+def config_for(notebook: str) -> type[NotebookConfig]:
+    """The config class of a notebook."""
+    return page(notebook).config
+
+
+def render_toc() -> str:
+    """`_toc.yml` as the registry says: the root page, then each numbered part with its pages in order."""
+    root = next(p for p in PAGES if p.part is None)
+    lines = ["# Generated from redlib/book/pages.py (the page registry) by every book build; edit the registry, not this.",
+             "format: jb-book", f"root: book/{root.name}", "parts:"]
+    for part in PARTS:
+        chapters = [p for p in PAGES if p.part == part]
+        if chapters:
+            lines += [f"  - caption: {part}", "    numbered: true", "    chapters:"]
+            lines += [f"      - file: book/{p.name}" for p in chapters]
+    return "\n".join(lines) + "\n"
+
+
+def start(name: str, namespace: dict, store=None):
+    """A notebook's first step: its config from the parameters cell (validated, machine checked) and its Results."""
+    from .results import Results
+
+    cfg = config_for(name).from_namespace(namespace)
+    cfg.preflight()
+    return cfg, Results(cfg, store=store)

@@ -1,0 +1,134 @@
+"""The house style and the recurring figures (prediction curves, accuracy heatmaps, per-domain bars)."""
+
+from __future__ import annotations
+
+import hashlib
+
+import matplotlib.pyplot as plt
+import pandas as pd
+import seaborn as sns
+
+PALETTE = "colorblind"
+
+
+def set_style() -> None:
+    """One look for every figure of the book."""
+    sns.set_theme(style="whitegrid", context="notebook", palette=PALETTE)
+    plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.titleweight": "bold", "figure.autolayout": False})
+
+
+def prediction_curves(df: pd.DataFrame, title: str, bands: list[tuple[int, int]] | None = None):
+    """Predicted vs true sum along each line of `df` (columns line, a, model, prediction, truth); one panel a line."""
+    lines = list(dict.fromkeys(df["line"]))
+    fig, axes = plt.subplots(1, len(lines), figsize=(6 * len(lines), 4), sharex=True)
+    for ax, line in zip(axes if len(lines) > 1 else [axes], lines):
+        part = df[df["line"] == line]
+        for lo, hi in bands or []:
+            ax.axvspan(lo - 0.5, hi + 0.5, color="0.92", zorder=0)
+        sns.lineplot(part, x="a", y="prediction", hue="model", ax=ax, linewidth=1.3)
+        truth = part.drop_duplicates("a")
+        ax.plot(truth["a"], truth["truth"], "k--", linewidth=1.5, label="truth")
+        ax.set(title=line, xlabel="a", ylabel="200 * prediction  (the sum a + b)")
+        ax.legend(fontsize=8, ncols=2)
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
+def accuracy_heatmap(table: pd.DataFrame, title: str, ax=None, fmt: str = ".2f"):
+    """Annotated heatmap of accuracies in [0, 1] (rows: models, columns: domains)."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=(1.3 * table.shape[1] + 3, 0.45 * table.shape[0] + 1.5))
+    sns.heatmap(table, annot=True, fmt=fmt, vmin=0, vmax=1, cmap="viridis", cbar_kws={"label": "accuracy"}, ax=ax)
+    ax.set(title=title, xlabel="", ylabel="")
+    ax.figure.tight_layout()
+    return ax.figure
+
+
+def domain_bars(df: pd.DataFrame, x: str, y: str, hue: str, title: str, ylabel: str = "accuracy"):
+    """Per-domain bars with seed spread as error bars (one row per seed in `df`)."""
+    fig, ax = plt.subplots(figsize=(9, 3.8))
+    sns.barplot(df, x=x, y=y, hue=hue, errorbar="sd", ax=ax)
+    ax.set(title=title, xlabel="", ylabel=ylabel)
+    ax.legend(fontsize=8, ncols=3)
+    fig.tight_layout()
+    return fig
+
+
+def method_bars(overall: pd.DataFrame, title: str):
+    """Test accuracy per method and split (one row per seed in `overall`), sd over seeds as error bars."""
+    fig, ax = plt.subplots(figsize=(10, 3.8))
+    sns.barplot(overall, x="method", y="accuracy", hue="split", errorbar="sd", ax=ax)
+    ax.set(xlabel="", ylabel="test accuracy", ylim=(0, 1), title=title)
+    ax.tick_params(axis="x", rotation=20)
+    fig.tight_layout()
+    return fig
+
+
+def confusions(matrices: dict[str, pd.DataFrame], xlabel: str, ylabel: str):
+    """Confusion matrices side by side, one panel per title."""
+    fig, axes = plt.subplots(1, len(matrices), figsize=(7 * len(matrices), 6), squeeze=False)
+    for ax, (title, cm) in zip(axes[0], matrices.items()):
+        sns.heatmap(cm, cmap="magma_r", ax=ax, cbar=False, xticklabels=10, yticklabels=10)
+        ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+    fig.tight_layout()
+    return fig
+
+
+def speedup_vs_bound(df: pd.DataFrame, title: str):
+    """Measured speed-up (min-max as error bars) and the (L + 2k) / 3k bound against depth L, one line per batch size."""
+    fig, ax = plt.subplots(figsize=(6.5, 3.6))
+    depths = sorted(df["blocks"].unique())
+    ax.plot(depths, [df.loc[df["blocks"] == d, "bound"].iloc[0] for d in depths], "k--", label="bound (L+2k)/3k")
+    for batch, part in df.sort_values("blocks").groupby("batch"):
+        err = [part["speedup"] - part["speedup_min"], part["speedup_max"] - part["speedup"]]
+        ax.errorbar(part["blocks"], part["speedup"], yerr=err, marker="o", capsize=3, label=f"measured, batch {batch}")
+    ax.set(title=title, xlabel="blocks L (top k = 2 trained)", ylabel="speed-up (naive / cached)", xticks=depths)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    return fig
+
+
+def styled(df: pd.DataFrame, precision: int = 3, caption: str | None = None, hide_index: bool = False):
+    """A pandas Styler with the house number format and a stable id (so re-executions give identical HTML)."""
+    uid = hashlib.md5((caption or "").encode() + df.to_csv().encode()).hexdigest()[:8]
+    sty = df.style.format(precision=precision, na_rep="-").set_uuid(f"t{uid}")
+    if caption:
+        sty = sty.set_caption(caption)
+    return sty.hide(axis="index") if hide_index else sty
+
+
+def red_diagram():
+    """A block diagram of RED: backbone -> h; router alpha(h); experts Delta h_i; sum; shared classifier W_c."""
+    fig, ax = plt.subplots(figsize=(10, 3.6))
+    ax.set_axis_off()
+    ax.set(xlim=(0, 10), ylim=(0, 4))
+
+    def box(x, y, w, h, text, colour):
+        ax.add_patch(plt.Rectangle((x, y), w, h, facecolor=colour, edgecolor="0.3", linewidth=1.2))
+        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=10)
+
+    def arrow(x0, y0, x1, y1):
+        ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops={"arrowstyle": "->", "color": "0.25", "lw": 1.3})
+
+    box(0.1, 1.5, 1.4, 1.0, "question x", "#eeeeee")
+    box(2.0, 1.5, 1.7, 1.0, "backbone\n(top-k trained,\nrest frozen)", "#bbdefb")
+    box(4.3, 3.0, 1.7, 0.8, "router α(h)", "#ffe0b2")
+    for j, y in enumerate([2.05, 1.25, 0.45]):
+        box(4.3, y, 1.7, 0.6, ["expert Δh₁", "expert Δh₂", "… Δh₅"][j], "#c8e6c9")
+    box(6.6, 1.5, 1.3, 1.0, "ĥ = h + Σ αᵢ Δhᵢ", "#f8bbd0")
+    box(8.4, 1.5, 1.5, 1.0, "softmax(W_c ĥ)", "#d1c4e9")
+    arrow(1.5, 2.0, 2.0, 2.0)
+    for y in (3.4, 2.35, 1.55, 0.75):
+        arrow(3.7, 2.0, 4.3, y)
+    for y in (2.35, 1.55, 0.75):
+        arrow(6.0, y, 6.6, 2.0)
+    arrow(6.0, 3.4, 6.6, 2.4)
+    ax.plot([3.3, 3.3, 6.25], [2.5, 2.83, 2.83], color="0.25", lw=1.3)  # the skip path of h
+    arrow(6.25, 2.83, 6.6, 2.45)
+    ax.text(3.4, 2.87, "h", fontsize=10)
+    arrow(7.9, 2.0, 8.4, 2.0)
+    ax.text(5.15, 0.1, "each expert trained alone on its range; router trained afterwards", ha="center", fontsize=9,
+            style="italic")
+    fig.tight_layout()
+    return fig

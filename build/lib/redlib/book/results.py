@@ -1,0 +1,202 @@
+"""Result files of a notebook run: CSV tables and `claims.json` with provenance, under results/<profile>/<notebook>/.
+
+`Results` writes them (all at once, at the end of a run); `read(page, profile)` reads them back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from importlib import metadata
+from pathlib import Path
+from functools import cached_property
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..core.claims import check_ids
+from ..core.config import NotebookConfig
+from ..core.runtime import project_root, resolve_path
+from ..core.store import Store
+
+LIBRARIES = ("redlib", "torch", "transformers", "numpy", "pandas", "scikit-learn", "papermill", "jupyter-book")
+
+
+def jsonable(value: Any) -> Any:
+    """numpy/torch scalars and arrays, tuples and dicts -> plain JSON types."""
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, torch.Tensor):
+        return jsonable(value.tolist())
+    if isinstance(value, np.ndarray):
+        return jsonable(value.tolist())
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    return value
+
+
+def git_commit() -> str:
+    """HEAD of the checkout, with '+dirty' when tracked files other than outputs (book/, results/) differ."""
+    root = project_root()
+    try:
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=root, capture_output=True, text=True, check=True)
+        outputs = ["--", ".", ":!book", ":!results"]
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", *outputs], cwd=root,
+                               capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
+
+
+def library_versions() -> dict[str, str]:
+    """Installed versions of the libraries a result depends on."""
+    out = {}
+    for name in LIBRARIES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "not installed"
+    return out
+
+
+def machine() -> dict[str, Any]:
+    """The machine a result was measured on."""
+    return {
+        "platform": platform.platform(),
+        "processor": platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+    }
+
+
+class Results:
+    """Collects a notebook's tables and claims; `finish()` writes them all at once, replacing the old run's."""
+
+    def __init__(self, cfg: NotebookConfig, notebook: str | None = None, store: Store | None = None):
+        self.cfg = cfg
+        self.store = store
+        self.notebook = notebook or cfg.NOTEBOOK
+        self.dir = resolve_path(cfg.results_dir) / cfg.profile / self.notebook
+        self.started = time.time()
+        self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        self.tables: dict[str, pd.DataFrame] = {}
+        self.claims: dict[str, dict[str, Any]] = {}
+
+    def table(self, name: str, df: pd.DataFrame) -> None:
+        """Keep a table to be written as <name>.csv by finish()."""
+        self.tables[name] = df
+
+    def record(self, measured: dict[str, dict[str, Any]]) -> None:
+        """Keep the measurements (see `redlib.core.measure`) of claim ids of the paper's claims file."""
+        check_ids(measured)
+        self.claims.update(jsonable(measured))
+
+    def provenance(self) -> dict[str, Any]:
+        """Profile, seeds, parameters, commit, library versions, start time, wall seconds, machine."""
+        return {
+            "notebook": self.notebook,
+            "profile": self.cfg.profile,
+            "seeds": self.cfg.seeds,
+            "parameters": jsonable(self.cfg.asdict()),
+            "git_commit": git_commit(),
+            "libraries": library_versions(),
+            "started_at": self.started_at,
+            "wall_seconds": round(time.time() - self.started, 2),
+            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            "machine": machine(),
+            "stages": {"loaded_from_cache": self.store.hits, "computed": self.store.misses,
+                       "computed_seconds_by_kind": {k: round(v, 2) for k, v in self.store.seconds.items()}}
+            if self.store else None,
+        }
+
+    def finish(self) -> Path:
+        """Write every table and claims.json to a fresh folder, then swap it in place of the old one."""
+        parent = self.dir.parent
+        parent.mkdir(parents=True, exist_ok=True)
+        staging = parent / f".{self.notebook}.partial"
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir()
+        for name, df in self.tables.items():
+            df.to_csv(staging / f"{name}.csv", index=not isinstance(df.index, pd.RangeIndex))
+        doc = {"claims": self.claims, "provenance": self.provenance()}
+        (staging / "claims.json").write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
+        old = parent / f".{self.notebook}.old"
+        shutil.rmtree(old, ignore_errors=True)
+        if self.dir.exists():
+            os.replace(self.dir, old)
+        os.replace(staging, self.dir)
+        shutil.rmtree(old, ignore_errors=True)
+        self.written = doc
+        return self.dir
+
+    def provenance_markdown(self) -> str:
+        """A small MyST admonition with the provenance finish() wrote (profile, seeds, commit, wall time)."""
+        p = self.written["provenance"] if hasattr(self, "written") else self.provenance()
+        m, st = p["machine"], p.get("stages")
+        cache = f" ({st['loaded_from_cache']} of {st['loaded_from_cache'] + st['computed']} trained stages loaded from cache)" if st else ""
+        where = self.dir.relative_to(project_root()) if self.dir.is_relative_to(project_root()) else self.dir
+        return (
+            "```{admonition} Provenance\n:class: note\n"
+            f"Profile **{p['profile']}**, seeds {p['seeds']}, commit `{p['git_commit'][:12]}"
+            f"{'+dirty' if p['git_commit'].endswith('+dirty') else ''}`, "
+            f"started {p['started_at']}, wall time {p['wall_seconds']:.0f} s{cache} on {m['processor']} "
+            f"({m['cpu_count']} CPUs, torch {p['libraries']['torch']}). "
+            f"Result files: `{where}/`.\n```"
+        )
+
+
+@dataclass
+class PageResults:
+    """What one page's last run wrote for a profile: its claims, provenance and tables."""
+
+    page: str
+    profile: str
+    dir: Path
+
+    @property
+    def exists(self) -> bool:
+        """Whether the page has been run for this profile."""
+        return (self.dir / "claims.json").exists()
+
+    @cached_property
+    def doc(self) -> dict[str, Any]:
+        """The whole claims.json: {"claims": ..., "provenance": ...}."""
+        path = self.dir / "claims.json"
+        if not path.exists():
+            raise FileNotFoundError(f"no results of {self.page} for profile {self.profile}: {path} is missing; "
+                                    f"run `python -m redlib run {self.page} -p profile {self.profile}`")
+        return json.loads(path.read_text())
+
+    @property
+    def claims(self) -> dict[str, dict[str, Any]]:
+        """Claim id -> measurement."""
+        return self.doc.get("claims", {})
+
+    @property
+    def provenance(self) -> dict[str, Any]:
+        """Profile, seeds, parameters, commit, times, machine of the run."""
+        return self.doc.get("provenance", {})
+
+    def table(self, name: str) -> pd.DataFrame:
+        """One of the page's CSV tables."""
+        return pd.read_csv(self.dir / f"{name}.csv")
+
+
+def read(page: str, profile: str = "full", results_dir: str | os.PathLike = "results") -> PageResults:
+    """The result files of `page` for `profile` under `results_dir` (relative to the repository root)."""
+    return PageResults(page, profile, resolve_path(results_dir) / profile / page)

@@ -1,0 +1,177 @@
+"""Execute notebooks (validate parameters -> jupytext -> papermill) and build the book (jupyter-book, strict)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable
+
+from ..core.config import PROFILES, ParameterError
+from ..core.runtime import project_root
+from .pages import NOTEBOOKS, PAGES, config_for, render_toc
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+BOOK_FILES = ("_config.yml",)  # _toc.yml is written from the page registry
+
+
+def stage_dir(profile: str) -> Path:
+    """The book source folder a profile's executed notebooks go to: the repo for full, _build/smoke for smoke."""
+    if profile not in PROFILES:
+        raise ParameterError(f"unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
+    root = project_root()
+    return root if profile == "full" else root / "_build" / profile
+
+
+def parse_params(notebook: str, pairs: Iterable[tuple[str, str]]) -> dict[str, Any]:
+    """Command-line `-p name value` pairs -> typed parameters, validated against the notebook's config."""
+    cls = config_for(notebook)
+    params = {name: cls.coerce(name, text) for name, text in pairs}
+    cls.from_params(**params).preflight()  # full validation, ranges and this machine's folders, before any kernel
+    return params
+
+
+def source_of(notebook: str) -> Path:
+    """The py:percent source of a notebook."""
+    path = project_root() / "notebooks" / f"{notebook}.py"
+    if not path.exists():
+        raise FileNotFoundError(f"notebook source {path} is missing")
+    return path
+
+
+def execute(notebook: str, params: dict[str, Any], output: Path | None = None, progress: bool = True) -> Path:
+    """Run one notebook with papermill; the executed copy replaces `output` only if the run succeeds."""
+    import jupytext
+    import papermill as pm
+
+    cls = config_for(notebook)
+    cfg = cls.from_params(**params)
+    cfg.preflight()
+    output = Path(output) if output else stage_dir(cfg.profile) / "book" / f"{notebook}.ipynb"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    nb = jupytext.read(source_of(notebook))
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / f"{notebook}.ipynb"
+        jupytext.write(nb, src)
+        partial = output.with_name(f".{output.stem}.running.ipynb")
+        start = time.time()
+        try:
+            pm.execute_notebook(str(src), str(partial), parameters=params, kernel_name="python3",
+                                cwd=str(project_root()), progress_bar=progress, log_output=False)
+        except pm.PapermillExecutionError as err:
+            failed = output.with_name(f"{output.stem}.failed.ipynb")
+            os.replace(partial, failed)
+            raise RuntimeError(f"{notebook} failed in cell {err.exec_count}: {err.ename}: {err.evalue} "
+                               f"(executed notebook kept at {failed})") from None
+    _hide_injected_parameters(partial)
+    os.replace(partial, output)
+    print(f"{notebook}: executed in {time.time() - start:.0f} s -> {output}", file=sys.stderr)
+    return output
+
+
+def _hide_injected_parameters(path: Path) -> None:
+    """Pages whose parameters cell is tagged remove-cell get papermill's injected cell removed from the book too."""
+    import nbformat
+
+    nb = nbformat.read(path, as_version=4)
+    tags = [c.metadata.get("tags", []) for c in nb.cells]
+    if any("parameters" in t and "remove-cell" in t for t in tags):
+        for cell, t in zip(nb.cells, tags):
+            if "injected-parameters" in t and "remove-cell" not in t:
+                cell.metadata["tags"] = [*t, "remove-cell"]
+        nbformat.write(nb, path)
+
+
+def copy_book_sources(stage: Path) -> None:
+    """Copy the book's config and its pages other than executed notebooks into `stage` (pages since removed go)."""
+    root = project_root()
+    (stage / "book").mkdir(parents=True, exist_ok=True)
+    for old in (stage / "book").iterdir():  # pages removed from book/ since the last staging
+        if old.suffix != ".ipynb" and not (root / "book" / old.name).exists():
+            shutil.rmtree(old) if old.is_dir() else old.unlink()
+    for name in BOOK_FILES:
+        shutil.copy2(root / name, stage / name)
+    for page in (root / "book").iterdir():
+        if page.suffix != ".ipynb" and not page.name.startswith("."):
+            dest = stage / "book" / page.name
+            shutil.copytree(page, dest, dirs_exist_ok=True) if page.is_dir() else shutil.copy2(page, dest)
+
+
+def stage_book(profile: str) -> Path:
+    """Make the profile's book source folder: for smoke, a copy of the book's pages and config."""
+    stage = stage_dir(profile)
+    if stage != project_root():
+        copy_book_sources(stage)
+    return stage
+
+
+def build_html(stage: Path, quiet: bool = False) -> Path:
+    """Strict jupyter-book build (nitpicky, warnings are errors) of a staged book, then a link check; returns index.html."""
+    (stage / "_toc.yml").write_text(render_toc())
+    jb = Path(sys.executable).with_name("jupyter-book")
+    cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(stage), "--all", "-W", "-n", "--keep-going"]
+    proc = subprocess.run(cmd, capture_output=quiet, text=True)
+    if proc.returncode:
+        lines = (proc.stdout + proc.stderr).splitlines() if quiet else []
+        shown = [ln for ln in lines if "WARNING" in ln or "ERROR" in ln or "Error" in ln][:5] \
+            or (lines[-3:] if quiet else ["see the warnings above"])
+        raise RuntimeError(f"jupyter-book build of {stage} failed (exit {proc.returncode}): " + " | ".join(shown))
+    from .linkcheck import broken_links
+
+    html = stage / "_build" / "html"
+    broken = broken_links(html)
+    if broken:
+        raise RuntimeError(f"{len(broken)} broken internal link(s) in {html}: " + "; ".join(broken[:10]))
+    return html / "index.html"
+
+
+def build_book(profile: str = "full", execute_notebooks: bool = True, progress: bool = True) -> Path:
+    """Execute every notebook with the profile, then build the HTML strictly; returns index.html."""
+    stage = stage_book(profile)
+    if execute_notebooks:
+        for notebook in NOTEBOOKS:
+            execute(notebook, {"profile": profile}, progress=progress)
+    missing = [n for n in NOTEBOOKS if not (stage / "book" / f"{n}.ipynb").exists()]
+    if missing:
+        raise FileNotFoundError(f"executed notebooks missing in {stage / 'book'}: {', '.join(missing)}; run without --no-execute")
+    return build_html(stage)
+
+
+def parameter_docs(notebook: str) -> dict[str, str]:
+    """The comment after each assignment of a notebook's `parameters` cell, by parameter name."""
+    import jupytext
+
+    nb = jupytext.read(source_of(notebook))
+    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
+    docs = {}
+    for line in cell.source.splitlines():
+        name, _, rest = line.partition("=")
+        docs[name.strip()] = rest.partition("#")[2].strip()
+    return docs
+
+
+def parameter_table() -> "pd.DataFrame":
+    """Every parameter of every experiment notebook: description, type, default, smoke and full values, allowed values."""
+    import pandas as pd
+
+    from ..core.config import _type_name
+
+    rows = []
+    for page in (p for p in PAGES if p.trains):  # reading pages take only profile / seed / device / results_dir
+        notebook, cls = page.name, page.config
+        docs, types_ = parameter_docs(notebook), cls.field_types()
+        for name in cls.param_names():
+            default = getattr(cls, name)
+            row = {"notebook": notebook, "parameter": name, "description": docs.get(name, ""),
+                   "type": _type_name(types_[name]), "default": repr(default)}
+            for p in PROFILES:
+                row[f"{p} value"] = repr(cls.PROFILE_DEFAULTS[p].get(name, default)) if default is None else ""
+            row["allowed"] = ", ".join(map(str, cls.CHOICES.get(name, PROFILES if name == "profile" else ())))
+            rows.append(row)
+    return pd.DataFrame(rows)

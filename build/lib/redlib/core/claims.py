@@ -1,0 +1,64 @@
+"""The paper's claims (`paper/paper_claims.yaml`, a copy of the paper's claims file) and verdict rules."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .runtime import project_root
+
+VALUE_TOL = 0.05  # a `value` claim holds when a seed's number lies within this of the paper's
+
+
+def claims_path() -> Path:
+    """$REDLIB_CLAIMS, else the repository's copy `paper/paper_claims.yaml`."""
+    return Path(os.environ.get("REDLIB_CLAIMS", project_root() / "paper" / "paper_claims.yaml"))
+
+
+@lru_cache(maxsize=4)
+def _load(path: str) -> dict[str, dict[str, Any]]:
+    data = yaml.safe_load(Path(path).read_text())
+    return {c["id"]: {**c, "group": group} for group, items in data.items() for c in items}
+
+
+def load_claims(path: str | os.PathLike | None = None) -> dict[str, dict[str, Any]]:
+    """Every claim by id, each with its group (the yaml's top-level key)."""
+    return _load(str(path or claims_path()))
+
+
+def check_ids(ids, path: str | os.PathLike | None = None) -> None:
+    """Raise KeyError naming any id the claims file does not know."""
+    known = load_claims(path)
+    unknown = sorted(set(ids) - set(known))
+    if unknown:
+        raise KeyError(f"claim id(s) not in {path or claims_path()}: {', '.join(unknown)}")
+
+
+def within(value: float, low: float, high: float, tol: float = 0.0) -> bool:
+    """True when value lies in [low - tol, high + tol]."""
+    return low - tol <= value <= high + tol
+
+
+def bound_verdict(per_seed, low: float, high: float, tol: float = 0.0) -> str:
+    """'holds' when every seed's value is inside [low, high] (+- tol), 'partly' when some are, else 'does not hold'."""
+    inside = [within(float(v), low, high, tol) for v in per_seed]
+    if inside and all(inside):
+        return "holds"
+    return "partly" if any(inside) else "does not hold"
+
+
+def value_verdict(per_seed, paper: float, tol: float) -> str:
+    """A `value` claim: 'holds' when every seed is within tol of the paper's number, 'partly' when some are."""
+    return bound_verdict(per_seed, paper - tol, paper + tol)
+
+
+def order_verdict(per_seed_holds, mean_holds: bool) -> str:
+    """An `order` claim: 'holds' in every seed, 'partly' when it holds in the mean or in some seeds."""
+    per_seed_holds = list(per_seed_holds)
+    if per_seed_holds and all(per_seed_holds):
+        return "holds"
+    return "partly" if mean_holds or any(per_seed_holds) else "does not hold"

@@ -1,0 +1,216 @@
+"""Notebook configs: one dataclass per notebook, whose fields mirror its papermill `parameters` cell.
+
+A field left at `None` in a notebook takes its profile's value, so `-p profile smoke`
+alone gives a quick run and any single knob can still be overridden. `check()` is pure
+(types, ranges, orderings); `preflight()` checks the machine (folders, devices) and runs
+at the start of a run, before any kernel or training starts.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import types
+import typing
+import math
+from dataclasses import dataclass
+from typing import Any, ClassVar, Mapping
+
+from .train import TrainConfig, TrainSettings
+
+PROFILES = ("smoke", "full")
+DEVICE_PATTERN = re.compile(r"^(cpu|auto|mps|cuda(:\d+)?)$")
+
+
+class ParameterError(ValueError):
+    """A bad notebook parameter; the message is one line naming the problem and what is allowed."""
+
+
+def _allowed_types(hint: Any) -> tuple[type, ...]:
+    """The runtime types a field's annotation admits (`int | None` -> (int, NoneType))."""
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return tuple(t for a in typing.get_args(hint) for t in _allowed_types(a))
+    return (type(None),) if hint is None else (hint,)
+
+
+def _type_name(types_: tuple[type, ...]) -> str:
+    return " or ".join("None" if t is type(None) else t.__name__ for t in types_)
+
+
+def _type_ok(value: Any, types_: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):  # bool is an int subclass; only a bool field takes it
+        return bool in types_
+    if isinstance(value, int) and float in types_ and int not in types_:
+        return True  # 1 is a fine float
+    return isinstance(value, types_)
+
+
+@dataclass
+class NotebookConfig:
+    """Fields every notebook takes: profile, base seed, device and results root."""
+
+    profile: str = "full"
+    seed: int = 0
+    device: str = "cpu"
+    results_dir: str = "results"
+
+    # Values that `None` fields take, per profile; each subclass fills this.
+    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {p: {} for p in PROFILES}
+    NOTEBOOK: ClassVar[str] = ""
+    # Parameters restricted to a set of values (beyond `profile`), checked with the types.
+    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {}
+
+    @classmethod
+    def param_names(cls) -> list[str]:
+        """Names of the notebook's papermill parameters, in order."""
+        return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def field_types(cls) -> dict[str, tuple[type, ...]]:
+        """Allowed runtime types per parameter."""
+        hints = typing.get_type_hints(cls)
+        return {n: _allowed_types(hints[n]) for n in cls.param_names()}
+
+    @classmethod
+    def validate(cls, params: Mapping[str, Any]) -> None:
+        """Raise ParameterError on an unknown name, a wrong type or an unknown profile."""
+        names = cls.param_names()
+        types_ = cls.field_types()
+        for name, value in params.items():
+            if name not in types_:
+                raise ParameterError(
+                    f"unknown parameter {name!r} for notebook {cls.NOTEBOOK}; allowed: {', '.join(names)}"
+                )
+            if not _type_ok(value, types_[name]):
+                raise ParameterError(
+                    f"parameter {name!r} of {cls.NOTEBOOK} must be {_type_name(types_[name])}, "
+                    f"got {value!r} ({type(value).__name__})"
+                )
+        for name, allowed in cls.CHOICES.items():
+            value = params.get(name)
+            if value is not None and value not in allowed:
+                raise ParameterError(
+                    f"unknown value {value!r} for parameter {name!r} of {cls.NOTEBOOK}; allowed: {', '.join(map(str, allowed))}"
+                )
+        profile = params.get("profile", cls.profile)
+        if profile not in PROFILES:
+            raise ParameterError(f"unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
+        device = params.get("device", cls.device)
+        if not DEVICE_PATTERN.match(device):
+            raise ParameterError(f"unknown device {device!r}; allowed: cpu, auto, cuda, cuda:N, mps")
+
+    @classmethod
+    def coerce(cls, name: str, text: str) -> Any:
+        """Turn a command-line string into the parameter's type (one-line error if it cannot)."""
+        types_ = cls.field_types().get(name)
+        if types_ is None:
+            raise ParameterError(
+                f"unknown parameter {name!r} for notebook {cls.NOTEBOOK}; allowed: {', '.join(cls.param_names())}"
+            )
+        if type(None) in types_ and text.lower() in ("none", "null"):
+            return None
+        for t in types_:
+            if t is bool and text.lower() in ("true", "false", "1", "0"):
+                return text.lower() in ("true", "1")
+            if t in (int, float):
+                try:
+                    return t(text)
+                except ValueError:
+                    continue
+            if t is str:
+                return text
+        raise ParameterError(
+            f"parameter {name!r} of {cls.NOTEBOOK} must be {_type_name(types_)}, got {text!r}"
+        )
+
+    @classmethod
+    def from_params(cls, **params: Any):
+        """Validate the parameters and fill `None` fields from the profile."""
+        cls.validate(params)
+        cfg = cls(**params)
+        for name, value in cls.PROFILE_DEFAULTS[cfg.profile].items():
+            if getattr(cfg, name) is None:
+                setattr(cfg, name, value)
+        cfg.check()
+        return cfg
+
+    @classmethod
+    def from_namespace(cls, namespace: Mapping[str, Any]):
+        """Build the config from a notebook's globals (the parameters cell plus papermill's injection)."""
+        return cls.from_params(**{n: namespace[n] for n in cls.param_names() if n in namespace})
+
+    def check(self) -> None:
+        """Range checks after profile defaults are filled (no disk, no devices); subclasses extend."""
+        if self.seed < 0:
+            raise ParameterError(f"parameter 'seed' must be >= 0, got {self.seed}")
+
+    def preflight(self) -> None:
+        """Checks that look at this machine (device available, folders present); subclasses extend."""
+        from .runtime import resolve_device
+
+        try:
+            resolve_device(self.device)
+        except RuntimeError as err:
+            raise ParameterError(str(err)) from None
+
+    def require_positive(self, *names: str) -> None:
+        """One-line error for the first of `names` below 1."""
+        for name in names:
+            if getattr(self, name) < 1:
+                raise ParameterError(f"parameter {name!r} must be >= 1, got {getattr(self, name)}")
+
+    def require_finite(self, *names: str, low: float = 0.0, inclusive: bool = False) -> None:
+        """One-line error for the first of `names` that is not a finite number above `low` (or at it, if inclusive)."""
+        for name in names:
+            v = getattr(self, name)
+            if not math.isfinite(v) or v < low or (v == low and not inclusive):
+                raise ParameterError(f"parameter {name!r} must be a finite number {'>=' if inclusive else '>'} {low}, got {v}")
+
+    @property
+    def seeds(self) -> list[int]:
+        """The seeds this run uses: `seed`, `seed+1`, ... (`n_seeds` of them where the config has it)."""
+        return list(range(self.seed, self.seed + int(getattr(self, "n_seeds", 1) or 1)))
+
+    def asdict(self) -> dict[str, Any]:
+        """The resolved parameters as a plain dict."""
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class ExperimentConfig(TrainSettings, NotebookConfig):
+    """A notebook that trains: the shared training knobs (one set for every stage) and how many seeds."""
+
+    batch_size: int = 64
+    max_epochs: int | None = None
+    n_seeds: int | None = None
+
+    def check(self) -> None:
+        super().check()
+        self.require_positive("n_seeds", "max_epochs", "patience", "batch_size", "virtual_batch")
+        self.require_finite("lr")
+        self.require_finite("weight_decay", inclusive=True)
+        if self.virtual_batch % self.batch_size:
+            raise ParameterError(
+                f"parameter 'virtual_batch' ({self.virtual_batch}) must be a multiple of 'batch_size' ({self.batch_size})"
+            )
+
+    def fit_config(self, seed: int, desc: str, lr: float | None = None, max_epochs: int | None = None) -> TrainConfig:
+        """The fit loop's settings for one stage: these knobs, with this stage's seed, label and (optionally) lr / epochs."""
+        knobs = {f.name: getattr(self, f.name) for f in dataclasses.fields(TrainSettings)}
+        return TrainConfig(**{**knobs, "lr": lr or self.lr, "max_epochs": max_epochs or self.max_epochs}, seed=seed,
+                           desc=desc)
+
+
+@dataclass
+class PageConfig(NotebookConfig):
+    """Pages that only read result files (ledger, front matter): profile, and where results live."""
+
+    NOTEBOOK: ClassVar[str] = "page"
+
+
+def page_config(notebook: str) -> type[PageConfig]:
+    """The config class of one reading page: a PageConfig that knows its notebook's name."""
+    return type(f"{PageConfig.__name__}[{notebook}]", (PageConfig,), {"NOTEBOOK": notebook, "__doc__": PageConfig.__doc__})
+
+
+__all__ = ["PROFILES", "ParameterError", "NotebookConfig", "ExperimentConfig", "PageConfig", "page_config"]

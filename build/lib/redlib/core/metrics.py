@@ -1,0 +1,44 @@
+"""Metrics on predicted labels (scikit-learn underneath) and summaries over seeds."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, mean_absolute_error
+
+
+def accuracy(y_true, y_pred) -> float:
+    """Fraction of exact matches."""
+    return float(accuracy_score(np.asarray(y_true), np.asarray(y_pred)))
+
+
+def macro_f1(y_true, y_pred, labels: Sequence | None = None) -> float:
+    """Unweighted mean of per-class F1 (classes absent from both sides are skipped unless `labels` names them)."""
+    return float(f1_score(np.asarray(y_true), np.asarray(y_pred), labels=labels, average="macro", zero_division=0))
+
+
+def per_group(y_true, y_pred, groups, names: dict | None = None, y_value=None) -> pd.DataFrame:
+    """Accuracy, mean absolute error (of `y_value` if given, else of the labels) and count per group."""
+    y_true, y_pred, groups = np.asarray(y_true), np.asarray(y_pred), np.asarray(groups)
+    y_value = np.asarray(y_pred if y_value is None else y_value)
+    rows = []
+    for g in sorted(set(groups.tolist())):
+        sel = groups == g
+        rows.append({"group": (names or {}).get(g, g), "accuracy": accuracy(y_true[sel], y_pred[sel]),
+                     "mae": float(mean_absolute_error(y_true[sel], y_value[sel])), "n": int(sel.sum())})
+    return pd.DataFrame(rows)
+
+
+def confusion(y_true, y_pred, labels: Sequence) -> pd.DataFrame:
+    """Confusion matrix as a DataFrame (rows: truth, columns: prediction)."""
+    m = confusion_matrix(np.asarray(y_true), np.asarray(y_pred), labels=list(labels))
+    return pd.DataFrame(m, index=pd.Index(labels, name="true"), columns=pd.Index(labels, name="predicted"))
+
+
+def seed_summary(df: pd.DataFrame, by: Sequence[str], values: Sequence[str], seed_col: str = "seed") -> pd.DataFrame:
+    """Mean, standard deviation, min and max over seeds of each value column, per `by` group."""
+    agg = df.groupby(list(by), sort=False)[list(values)].agg(["mean", "std", "min", "max"])
+    n = df.groupby(list(by), sort=False)[seed_col].nunique().rename(("seeds", ""))
+    return agg.join(n)

@@ -1,0 +1,53 @@
+"""Where things live (repo root, results, cache), seeding and device selection."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def project_root() -> Path:
+    """The repository root: $REDLIB_ROOT, else the checkout holding this package, else the cwd."""
+    if env := os.environ.get("REDLIB_ROOT"):
+        return Path(env).resolve()
+    here = Path(__file__).resolve().parents[2]  # redlib/core/runtime.py -> the checkout
+    return here if (here / "_toc.yml").exists() else Path.cwd()
+
+
+def cache_dir() -> Path:
+    """Stage cache folder ($REDLIB_CACHE or <root>/cache); deleting it is always safe."""
+    return Path(os.environ.get("REDLIB_CACHE", project_root() / "cache"))
+
+
+def resolve_path(path: str | os.PathLike) -> Path:
+    """A path from a parameter: absolute as given, relative to the repository root otherwise."""
+    p = Path(path).expanduser()
+    return p if p.is_absolute() else project_root() / p
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch, and ask torch for deterministic kernels."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+
+
+def generator(seed: int) -> torch.Generator:
+    """An explicit torch generator, for data splits and shuffling that must not depend on global state."""
+    return torch.Generator().manual_seed(seed)
+
+
+def resolve_device(name: str) -> torch.device:
+    """'cpu', 'cuda', 'cuda:N', 'mps' or 'auto' -> a torch.device; a clear error if it is not available."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise RuntimeError(f"device {name!r} requested but CUDA is not available here; use device='cpu'")
+    if name == "mps" and not torch.backends.mps.is_available():
+        raise RuntimeError("device 'mps' requested but MPS is not available here; use device='cpu'")
+    return torch.device(name)

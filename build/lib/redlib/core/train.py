@@ -1,0 +1,126 @@
+"""The one training loop every experiment uses: AdamW, virtual batch, early stopping, best state restored."""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import torch
+from torch import Tensor, nn
+from tqdm import tqdm
+
+from .runtime import generator
+
+Batch = Sequence[Tensor]
+LossFn = Callable[[nn.Module, Batch], Tensor]
+
+
+@dataclass
+class TrainSettings:
+    """The training knobs every config shares (the paper's: AdamW lr 1e-4, batch 16 -> 64, 60 epochs, patience 3)."""
+
+    lr: float = 1e-4
+    weight_decay: float = 0.01
+    batch_size: int = 16
+    virtual_batch: int = 64
+    max_epochs: int | None = 60
+    patience: int | None = 3
+
+
+@dataclass
+class TrainConfig(TrainSettings):
+    """One fit: the knobs, plus the improvement that counts, the stage's seed and its progress label."""
+
+    min_delta: float = 0.0
+    seed: int = 0
+    desc: str = "train"
+
+
+@dataclass
+class FitResult:
+    """What a fit did: per-epoch losses, the epoch whose state was kept, and its validation loss."""
+
+    history: list[dict[str, float]] = field(default_factory=list)
+    best_epoch: int = -1
+    best_val_loss: float = math.inf
+    stopped_early: bool = False
+
+
+def progress_enabled() -> bool:
+    """tqdm bars on unless REDLIB_PROGRESS=0, or CI is set and REDLIB_PROGRESS is not 1."""
+    setting = os.environ.get("REDLIB_PROGRESS", "auto")
+    return setting == "1" or (setting == "auto" and not os.environ.get("CI"))
+
+
+def _batches(data: Batch, batch_size: int, order: Tensor | None = None, device: torch.device | None = None):
+    n = len(data[0])
+    idx = order if order is not None else torch.arange(n)
+    for start in range(0, n, batch_size):
+        sel = idx[start : start + batch_size]
+        yield [t[sel].to(device) if device is not None else t[sel] for t in data]
+
+
+def _device_of(model: nn.Module) -> torch.device | None:
+    p = next(model.parameters(), None)
+    return p.device if p is not None else None
+
+
+@torch.no_grad()
+def evaluate_loss(model: nn.Module, loss_fn: LossFn, data: Batch, batch_size: int = 1024) -> float:
+    """Mean loss of `model` over `data`, in eval mode, weighted by batch size."""
+    model.eval()
+    total, n = 0.0, 0
+    for batch in _batches(data, batch_size, device=_device_of(model)):
+        k = len(batch[0])
+        total += float(loss_fn(model, batch)) * k
+        n += k
+    return total / max(n, 1)
+
+
+def fit(model: nn.Module, loss_fn: LossFn, train: Batch, val: Batch, cfg: TrainConfig) -> FitResult:
+    """Train the parameters of `model` that require grad; keep the state with the lowest validation loss."""
+    if cfg.virtual_batch % cfg.batch_size:
+        raise ValueError(f"virtual_batch ({cfg.virtual_batch}) must be a multiple of batch_size ({cfg.batch_size})")
+    accum = cfg.virtual_batch // cfg.batch_size
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    gen = generator(cfg.seed)
+    n = len(train[0])
+    result = FitResult()
+    best_state = copy.deepcopy(model.state_dict())
+    waited = 0
+    bar = tqdm(range(cfg.max_epochs), desc=cfg.desc, leave=False, disable=not progress_enabled(), mininterval=1.0)
+    for epoch in bar:
+        model.train()
+        order = torch.randperm(n, generator=gen)
+        opt.zero_grad(set_to_none=True)
+        running, steps = 0.0, 0
+        n_batches = math.ceil(n / cfg.batch_size)
+        for i, batch in enumerate(_batches(train, cfg.batch_size, order, _device_of(model))):
+            # the last group of an epoch may be short: scale by its real size
+            group = min(accum, n_batches - (i // accum) * accum)
+            loss = loss_fn(model, batch)
+            (loss / group).backward()
+            running += loss.item()
+            steps += 1
+            if (i + 1) % accum == 0 or i + 1 == n_batches:
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        val_loss = evaluate_loss(model, loss_fn, val)
+        result.history.append({"epoch": epoch, "train_loss": running / max(steps, 1), "val_loss": val_loss})
+        bar.set_postfix(val=f"{val_loss:.3g}", refresh=False)
+        if val_loss < result.best_val_loss - cfg.min_delta:
+            result.best_val_loss, result.best_epoch, waited = val_loss, epoch, 0
+            best_state = copy.deepcopy(model.state_dict())
+        else:
+            waited += 1
+            if waited >= cfg.patience:
+                result.stopped_early = True
+                break
+    bar.close()
+    model.load_state_dict(best_state)
+    model.eval()
+    return result

@@ -1,0 +1,102 @@
+"""What stage 1 trains under the global head: an encoder from item ids to features h (N, d).
+
+A task's inputs are *items* (distinct questions, images, feature rows); its samples point at items by id,
+so an input that repeats is encoded once. Two encoders:
+- `TextEncoder`: a Hugging Face backbone whose bottom blocks are frozen (their states are cached once per
+  item) and whose top k blocks train; mean-pooled.
+- `FixedFeatures`: precomputed features; nothing trains under the head (a probe, or a test's random task).
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import torch
+from torch import Tensor, nn
+
+from ..core.store import Store
+from ..models.backbone import Backbone
+
+
+def digest(values: list[str] | Tensor) -> str:
+    """A short content hash of a list of texts or a tensor (what a cache key says about the data)."""
+    raw = "\n".join(values).encode() if isinstance(values, list) else values.detach().cpu().contiguous().numpy().tobytes()
+    return hashlib.sha256(raw).hexdigest()[:16]
+
+
+class Encoder(nn.Module):
+    """item ids (B,) -> features (B, d); `trainable()` is what stage 1 trains and stores beside the head."""
+
+    dim: int
+    n_items: int
+
+    def key(self) -> dict:
+        """What identifies this encoder and its items in the stage cache."""
+        raise NotImplementedError
+
+    def trainable(self) -> nn.Module:
+        """The modules stage 1 trains (an empty ModuleDict when nothing under the head trains)."""
+        return nn.ModuleDict()
+
+    def reset(self) -> None:
+        """Put the trainable part back to its starting weights (before each independent stage-1 run)."""
+
+    @torch.no_grad()
+    def features(self, batch_size: int = 512) -> Tensor:
+        """Features of every item with the encoder as it is now, (n_items, d), in eval mode."""
+        self.eval()
+        return torch.cat([self(torch.arange(s, min(s + batch_size, self.n_items), device=self.device))
+                          for s in range(0, self.n_items, batch_size)])
+
+    @property
+    def device(self) -> torch.device:
+        """Where the encoder computes."""
+        return torch.device("cpu")
+
+
+class FixedFeatures(Encoder):
+    """Precomputed item features x (n_items, d): h = x[ids]."""
+
+    def __init__(self, x: Tensor):
+        super().__init__()
+        self.register_buffer("x", x, persistent=False)
+        self.n_items, self.dim = x.shape
+
+    def key(self) -> dict:
+        return {"encoder": "fixed", "x": digest(self.x)}
+
+    def forward(self, idx: Tensor) -> Tensor:
+        return self.x[idx]  # (B, d)
+
+    @property
+    def device(self) -> torch.device:
+        return self.x.device
+
+
+class TextEncoder(Encoder):
+    """A backbone over distinct texts: frozen-prefix states cached once (kind `prefix`), top k blocks trained."""
+
+    def __init__(self, bb: Backbone, texts: list[str], store: Store, namespace: str):
+        super().__init__()
+        self.bb, self.n_items, self.dim = bb, len(texts), bb.dim
+        tokens = bb.tokenize(texts)
+        self._key = {"backbone": str(bb.path), "k": bb.k, "texts": digest(texts)}
+        prefix = store.tensors(f"{namespace}/prefix", self._key, lambda: ({"prefix": bb.prefix(tokens)}, {}))[0]["prefix"]
+        self.register_buffer("prefix", prefix.to(bb.device), persistent=False)  # (n_items, T, d) states entering the top
+        self.register_buffer("mask", tokens.attention_mask.to(bb.device), persistent=False)  # (n_items, T)
+
+    def key(self) -> dict:
+        return self._key
+
+    def trainable(self) -> nn.Module:
+        return self.bb.top_blocks()
+
+    def reset(self) -> None:
+        self.bb.reset_top()
+
+    def forward(self, idx: Tensor) -> Tensor:
+        return self.bb.forward_top(self.prefix[idx], self.mask[idx])  # (B, T, d) -> top k blocks -> pooled (B, d)
+
+    @property
+    def device(self) -> torch.device:
+        return self.bb.device

@@ -1,0 +1,154 @@
+"""Every way of answering from a run's stages, behind one interface, and their evaluation.
+
+A method is a gate and a combiner: alpha = gate(h, domain) (N, K), then logits = combine(h, alpha) (N, C).
+`method(h, domains, alpha=...)` returns (logits, alpha); `alpha` overrides the gate's weights, either as a
+tensor (N, K) or as a function of them (routing noise, an expert removed or added), so evaluation, the
+robustness study and the plug-in study treat every method alike. Mixtures of probabilities return
+log-probabilities as their logits.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Union
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor
+from torch.nn import functional as F
+
+from ..core.metrics import accuracy, macro_f1
+from ..models.combiners import LogitMixture, ProbMixture, ResidualMixture
+from .pipeline import RedRun
+
+Gate = Callable[[Tensor, Tensor], Tensor]  # (h (N, d), true domain (N,)) -> alpha (N, K)
+Override = Union[Tensor, Callable[[Tensor], Tensor], None]
+
+
+@dataclass
+class Method:
+    """One deployable (or oracle) way to answer; `gate` is None for methods that do not route."""
+
+    name: str
+    combine: Callable[[Tensor, Tensor | None], Tensor]  # (h (N, d), alpha (N, K)) -> logits (N, C)
+    gate: Gate | None = None
+
+    @torch.no_grad()
+    def __call__(self, h: Tensor, domains: Tensor | None = None, alpha: Override = None) -> tuple[Tensor, Tensor | None]:
+        """Class logits (N, C) and the routing weights used (N, K), or None for a method that does not route."""
+        a = None
+        if self.gate is not None:
+            a = self.gate(h, domains)
+            if alpha is not None:
+                a = (alpha(a) if callable(alpha) else alpha).to(h.device)
+        return self.combine(h, a), a
+
+
+# name -> builder from a run record; the order is the order of every table
+METHODS: dict[str, Callable[[RedRun], Method]] = {}
+
+
+def register(name: str):
+    """Decorator: add a method builder to the registry under `name`."""
+    def add(builder: Callable[[RedRun], Method]) -> Callable[[RedRun], Method]:
+        METHODS[name] = builder
+        return builder
+    return add
+
+
+def _router(run: RedRun) -> Gate:
+    return lambda h, _: run.router(h)
+
+
+def _mixture(run: RedRun) -> Callable[[Tensor, Tensor], Tensor]:
+    mix = ProbMixture(run.experts)
+    return lambda h, a: mix(h, a).log()  # log sum_i alpha_i softmax(E_i h)
+
+
+@register("global head")
+def global_head(run: RedRun) -> Method:
+    """W_c h: the stage-1 head alone."""
+    return Method("global head", lambda h, _: run.head(h))
+
+
+@register("oracle experts")
+def oracle(run: RedRun) -> Method:
+    """The true domain picks the classifier expert: an upper bound, not deployable."""
+    K = run.data.n_domains
+    return Method("oracle experts", _mixture(run), lambda h, d: F.one_hot(d.to(h.device), K).float())
+
+
+@register("uniform averaging")
+def uniform(run: RedRun) -> Method:
+    """alpha_i = 1/K: the experts' softmax outputs averaged."""
+    K = run.data.n_domains
+    return Method("uniform averaging", _mixture(run), lambda h, _: torch.full((len(h), K), 1 / K, device=h.device))
+
+
+@register("softmax MoE")
+def softmax_moe(run: RedRun) -> Method:
+    """sum_i alpha_i(h) softmax(E_i h), alpha from the stage-3 router."""
+    return Method("softmax MoE", _mixture(run), _router(run))
+
+
+@register("RED")
+def red(run: RedRun) -> Method:
+    """W_c (h + sum_i alpha_i Delta h_i(h)), the paper's form."""
+    mix = ResidualMixture(run.residuals, run.head)
+    return Method("RED", mix.logits, _router(run))
+
+
+@register("RED stage 4")
+def red_joint(run: RedRun) -> Method:
+    """RED with residuals and router tuned together (stage 4)."""
+    return Method("RED stage 4", run.joint.red.logits, lambda h, _: run.joint.router(h))
+
+
+@register("RED code variant")
+def red_code(run: RedRun) -> Method:
+    """The released code's form: W_c h + scale * sum_i alpha_i B_i A_i h."""
+    mix = LogitMixture(run.code_experts, run.head, run.code_scale)
+    return Method("RED code variant", mix.logits, _router(run))
+
+
+def methods(run: RedRun, names: list[str] | None = None) -> dict[str, Method]:
+    """The registered methods (or those named) built on one run."""
+    return {n: METHODS[n](run) for n in names or METHODS}
+
+
+def predict(run: RedRun, split: str = "test", alpha: dict[str, Override] | None = None,
+            names: list[str] | None = None) -> dict[str, tuple[np.ndarray, np.ndarray | None]]:
+    """Predicted classes (N,) and routing weights (N, K) of each method on a split; `alpha` overrides by method."""
+    h, d = run.features[split], run.data.domains[split]
+    out = {}
+    for name, m in methods(run, names).items():
+        logits, a = m(h, d, (alpha or {}).get(name))
+        out[name] = (logits.argmax(-1).cpu().numpy(), None if a is None else a.cpu().numpy())
+    return out
+
+
+def score(run: RedRun, split: str = "test", subsets: dict[str, np.ndarray] | None = None,
+          alpha: dict[str, Override] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Accuracy and macro-F1 of every method overall (plus accuracy on each boolean `subsets` mask) and per domain."""
+    y, dom = run.data.labels[split].numpy(), run.data.domains[split].numpy()
+    kind, overall, per_domain = run.data.domain_kind, [], []
+    for name, (pred, _) in predict(run, split, alpha).items():
+        row = {"method": name, "accuracy": accuracy(y, pred), "macro_f1": macro_f1(y, pred, np.unique(y))}
+        for sub, mask in (subsets or {}).items():
+            row[f"{sub}_accuracy"] = accuracy(y[mask], pred[mask]) if mask.any() else np.nan
+        overall.append(row)
+        for i, dname in enumerate(run.data.domain_names):
+            sel = dom == i
+            per_domain.append({"method": name, kind: dname, "accuracy": accuracy(y[sel], pred[sel]),
+                               "macro_f1": macro_f1(y[sel], pred[sel], np.unique(y[sel]))})
+    return pd.DataFrame(overall).assign(seed=run.seed), pd.DataFrame(per_domain).assign(seed=run.seed)
+
+
+@torch.no_grad()
+def router_accuracy(run: RedRun) -> pd.DataFrame:
+    """The router's own domain accuracy (argmax alpha against the true domain) on train, val and test."""
+    rows = [{"split_part": s, "router_accuracy": accuracy(run.data.domains[s].numpy(),
+                                                          run.router(run.features[s]).argmax(-1).cpu().numpy())}
+            for s in ("train", "val", "test")]
+    return pd.DataFrame(rows).assign(seed=run.seed)

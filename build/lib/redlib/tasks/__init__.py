@@ -1,0 +1,1 @@
+"""Datasets: arithmetic questions (Task 1)."""
