@@ -6,8 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PROFILE ?= full
 STAMP := $(VENV)/.installed-stamp
-# this machine's pip configuration points at local mirrors and warns about each; keep logs readable
-QUIET_PIP := grep -v "is ignored: it is neither a file nor a directory" || true
+# this machine's pip configuration points at local mirrors and warns about each; keep logs readable.
+# The filter never fails (no line left is fine), so with pipefail a failing pip still fails the target.
+QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
 .PHONY: install book test unit notebooks bench clean
 

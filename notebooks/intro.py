@@ -47,7 +47,7 @@ display(HTML(ledger.summary_html(counts)))
 # ```
 #
 # One notebook re-runs with other parameters, e.g.
-# `python -m redlib run task1_addition -p seed 3 -p n_seeds 1`; see {ref}`reproduce`.
+# `python -m redlib run task1_addition -p seed 3 -p n_seeds 1 --output /tmp/t1.ipynb`; see {ref}`reproduce`.
 #
 # ## What RED is
 #

@@ -22,22 +22,25 @@
 # make test   # install if needed, unit tests + every notebook (smoke profile) under nbval + strict book build
 # ```
 #
-# `make book PROFILE=smoke` builds a quick version (tiny data, a minute or two) in `_build/smoke/`.
+# `make book PROFILE=smoke` builds a quick version (tiny data; its cold time is on the "Speed and memory"
+# page) in `_build/smoke/`.
 # The install puts torch 2.13.0 first (a CPU build), then `pip install -e ".[dev]"`; `environment.yml`
 # describes the same dependencies for conda or Binder.
 #
 # ## One notebook, other parameters
 #
 # ```bash
-# .venv/bin/python -m redlib run task1_addition -p seed 3 -p n_seeds 1 -p split iid
+# .venv/bin/python -m redlib run task1_addition -p seed 3 -p n_seeds 1 -p split iid --output /tmp/t1.ipynb
 # .venv/bin/python -m redlib run toy_experiments -p profile smoke --output /tmp/toy.ipynb
 # ```
 #
 # Every parameter is checked against the notebook's configuration before a kernel starts: an unknown
 # name, a wrong type, an unknown profile or value, or a backbone folder that does not exist is a
-# one-line error naming what is allowed. Trained stages are cached in `cache/` under the hash of
-# what produced them, so a re-run with the same configuration loads them (delete `cache/` to
-# retrain from scratch). A parameter left at `None` takes its profile's value. The reading pages
+# one-line error naming what is allowed (the README's table lists what is checked where). With `--output`
+# the results go beside the notebook; a full-profile run with parameters other than the defaults
+# replaces this book's page only with `--publish`, and then says so in its provenance box. Trained
+# stages are cached in `cache/` under the hash of what produced them, so a re-run with the same
+# configuration loads them (delete `cache/` to retrain from scratch). A parameter left at `None` takes its profile's value. The reading pages
 # (ledger, front matter) take only `profile`, `seed`, `device` and `results_dir` and train nothing.
 
 # %% tags=["parameters", "remove-cell"]

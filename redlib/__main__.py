@@ -17,7 +17,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("notebook", help=f"one of: {', '.join(NOTEBOOKS)}")
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="a notebook parameter (repeatable), e.g. -p seed 3 -p profile full")
-    run.add_argument("--output", help="where to write the executed notebook (default: where the book picks it up)")
+    run.add_argument("--output", help="an .ipynb file to write the executed notebook to, results beside it in "
+                     "<its folder>/results/ (default: where the book picks it up, results in results/)")
+    run.add_argument("--publish", action="store_true",
+                     help="let a full-profile run with non-default parameters replace the published page")
     book = sub.add_parser("book", help="execute every notebook with a profile and build the HTML book (strict)")
     book.add_argument("--profile", default="full", help=f"one of: {', '.join(PROFILES)} (default full)")
     book.add_argument("--no-execute", action="store_true", help="build from the already executed notebooks")
@@ -45,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         if args.command == "run":
-            params = runner.parse_params(args.notebook, args.parameter)
+            params = runner.placement(args.notebook, runner.parse_params(args.notebook, args.parameter), args.output,
+                                      args.publish)
             runner.execute(args.notebook, params, args.output, progress=progress)
         elif args.command == "book":
             runner.stage_dir(args.profile)  # validates the profile before anything runs
@@ -56,6 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             from .tasks.arithmetic import make_task1, to_jsonl
 
             cfg = Task1Config.from_params(**runner.parse_params("task1_addition", args.parameter))
+            runner.check_file(args.out, ".jsonl", "--out")
             path = to_jsonl(make_task1(spec_for(cfg, cfg.seed, cfg.split))[args.part], args.out)
             print(f"wrote {path}")
         elif args.command == "bench":

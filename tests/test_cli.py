@@ -1,7 +1,9 @@
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
+import torch
 
 from redlib.core.runtime import project_root
 
@@ -21,6 +23,19 @@ def run_cli(*args):
         (["book", "--profile", "huge"], "unknown profile 'huge'"),
         (["run", "task1_addition", "-p", "backbone", "/no/such/Qwen3-0.6B"], "does not exist"),
         (["run", "task1_addition", "-p", "split", "random"], "allowed: pairs, iid"),
+        # constraints the configs know, checked before any kernel starts (on the smoke profile: a case that
+        # slipped through would cost seconds, not a full run)
+        (["run", "task1_addition", "-p", "profile", "smoke", "-p", "router_hidden", "-5"], "'router_hidden' >= 1"),
+        (["run", "task1_addition", "-p", "profile", "smoke", "-p", "k_trainable", "99"], "'k_trainable' must be in [0, 6]"),
+        (["run", "task1_addition", "-p", "profile", "smoke", "-p", "operand_min", "60", "-p", "operand_max", "50"],
+         "operand_min <= operand_max"),
+        (["run", "task1_addition", "-p", "profile", "smoke", "-p", "operand_max", "100"], "operand_max <= 50"),
+        (["run", "toy_experiments", "-p", "profile", "smoke", "-p", "lr", "nan"], "'lr' must be a finite number > 0"),
+        (["run", "toy_experiments", "-p", "profile", "smoke", "-p", "weight_decay", "-1"], "'weight_decay' must be a finite"),
+        (["run", "toy_experiments", "-p", "profile", "smoke", "-p", "seed", "99999999999999999999999"],
+         "'seed' must be in [0, 1000000000]"),
+        pytest.param(["run", "task1_addition", "-p", "profile", "smoke", "-p", "device", "cuda"], "CUDA is not available",
+                     marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA")),
     ],
 )
 def test_bad_input_fails_fast_with_one_line(args, needle, tmp_path):
@@ -50,3 +65,40 @@ def test_export_writes_jsonl(tmp_path):
 def test_export_rejects_bad_parameters():
     proc = run_cli("export", "test", "--out", "/tmp/x.jsonl", "-p", "split", "random")
     assert proc.returncode == 2 and "allowed: pairs, iid" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["run", "toy_experiments", "-p", "profile", "smoke", "--output", "/tmp"], "must be a .ipynb file path"),
+        (["run", "toy_experiments", "-p", "profile", "smoke", "--output", "/nonexistent/dir/x.ipynb"], "does not exist"),
+        (["export", "test", "--out", "/tmp"], "must be a .jsonl file path"),
+        (["export", "test", "--out", "/nonexistent/dir/x.jsonl"], "does not exist"),
+        (["run", "toy_experiments", "-p", "profile", "full", "-p", "n_seeds", "1", "-p", "max_epochs", "5"],
+         "differ from the full profile's defaults"),
+        (["run", "toy_experiments", "-p", "seed", "3"], "pass --output FILE.ipynb to write elsewhere"),
+    ],
+)
+def test_output_paths_and_the_published_book_are_checked_before_any_work(args, needle):
+    published = [project_root() / "book" / "toy_experiments.ipynb",
+                 project_root() / "results" / "full" / "toy_experiments" / "claims.json"]
+    before = [p.read_bytes() if p.exists() else None for p in published]
+    proc = run_cli(*args)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert needle in proc.stderr
+    assert [p.read_bytes() if p.exists() else None for p in published] == before
+    assert not Path("/nonexistent").exists()
+
+
+def test_results_go_beside_the_output_notebook_and_publish_is_explicit(tmp_path):
+    from redlib.book.runner import placement
+    from redlib.core.config import ParameterError
+
+    params = placement("toy_experiments", {"profile": "smoke"}, str(tmp_path / "toy.ipynb"), publish=False)
+    assert params["results_dir"] == str(tmp_path / "results")
+    assert placement("toy_experiments", {"profile": "smoke", "results_dir": "/elsewhere"}, str(tmp_path / "t.ipynb"),
+                     publish=False)["results_dir"] == "/elsewhere"
+    with pytest.raises(ParameterError, match="--publish"):
+        placement("toy_experiments", {"profile": "full", "seed": 3}, None, publish=False)
+    assert placement("toy_experiments", {"profile": "full", "seed": 3}, None, publish=True) == {"profile": "full", "seed": 3}
+    assert placement("toy_experiments", {"profile": "full"}, None, publish=False) == {"profile": "full"}

@@ -84,3 +84,14 @@ def test_parameter_table_documents_every_experiment_parameter():
         assert (rows["description"] != "").all(), rows[rows["description"] == ""]["parameter"].tolist()
     split = table[(table["notebook"] == "task1_addition") & (table["parameter"] == "split")].iloc[0]
     assert split["allowed"] == "pairs, iid"
+
+
+def test_expert_hidden_zero_means_a_linear_expert_and_says_so():
+    from torch import nn
+
+    from redlib.book.runner import parameter_docs
+    from redlib.experiments.task1 import Task1Config
+
+    expert = Task1Config.from_params(profile="smoke", expert_hidden=0).expert(8, 3)
+    assert len(expert) == 1 and isinstance(expert[0], nn.Linear)
+    assert "linear" in parameter_docs("task1_addition")["expert_hidden"]

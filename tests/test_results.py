@@ -83,3 +83,16 @@ def test_commit_is_dirty_for_changed_code_but_not_for_changed_outputs(tmp_path, 
     assert not git_commit().endswith("+dirty")
     (tmp_path / "code.py").write_text("1")
     assert git_commit().endswith("+dirty")
+
+
+def test_non_default_parameters_are_in_provenance_the_box_and_the_ledger(results_root):
+    from redlib.book import ledger
+
+    res = Results(ToyConfig.from_params(profile="full", seed=3, results_dir=str(results_root)))
+    res.record({"toy.linear.param_average": measure.value([1.0])})
+    res.finish()
+    assert read("toy_experiments", "full", results_root).provenance["non_default"] == {"seed": 3}
+    assert "**Non-default parameters:** seed=3" in res.provenance_markdown()
+    row = ledger.table(ledger.collect(results_root, "full")).set_index("id").loc["toy.linear.param_average"]
+    assert "non-default: seed=3" in row["measured on"]
+    assert make(results_root).cfg.non_default() == {}  # smoke defaults: nothing to say

@@ -173,6 +173,7 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
     out = {}
     for name in notebooks or list(NOTEBOOKS):
         nb_out = workdir / "book" / f"{name}.ipynb"
+        nb_out.parent.mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
         subprocess.run([sys.executable, "-m", "redlib", "run", name, "-p", "profile", profile,
                         "-p", "results_dir", str(workdir / "results"), "--output", str(nb_out)],

@@ -94,6 +94,8 @@ def table(collected: dict[str, dict[str, Any]], claims_file=None, tol: float = V
         params = prov.get("parameters", {})
         on = ", ".join(f"{k} {params[k]}" for k in ("backbone", "split", "dataset_size") if k in params) or (
             "toy grid" if entry and entry["notebook"] == "toy_experiments" else "")
+        if prov.get("non_default"):  # a published page run with parameters other than the profile's defaults
+            on += "; non-default: " + ", ".join(f"{k}={v}" for k, v in prov["non_default"].items())
         rows.append({
             "id": cid, "verdict": verdict(claim, entry, tol), "group": claim["group"], "section": claim["section"],
             "kind": claim["kind"], "claim": claim["claim"], "paper": _fmt(claim["paper"]),

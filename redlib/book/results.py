@@ -113,6 +113,7 @@ class Results:
             "profile": self.cfg.profile,
             "seeds": self.cfg.seeds,
             "parameters": jsonable(self.cfg.asdict()),
+            "non_default": jsonable(self.cfg.non_default()),
             "git_commit": git_commit(),
             "libraries": library_versions(),
             "started_at": self.started_at,
@@ -150,7 +151,9 @@ class Results:
         p = self.written["provenance"] if hasattr(self, "written") else self.provenance()
         m, st = p["machine"], p.get("stages")
         cache = f" ({st['loaded_from_cache']} of {st['loaded_from_cache'] + st['computed']} trained stages loaded from cache)" if st else ""
-        rebuilt = "".join(f"\n\n**Rebuilt:** {e['kind']}: {e['why']}" for e in (st or {}).get("rebuilt", []))
+        changed = ", ".join(f"{k}={v!r}" for k, v in p.get("non_default", {}).items())
+        rebuilt = f"\n\n**Non-default parameters:** {changed}." if changed else ""
+        rebuilt += "".join(f"\n\n**Rebuilt:** {e['kind']}: {e['why']}" for e in (st or {}).get("rebuilt", []))
         where = self.dir.relative_to(project_root()) if self.dir.is_relative_to(project_root()) else self.dir
         return (
             "```{admonition} Provenance\n:class: note\n"

@@ -8,11 +8,13 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import yaml
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..core.config import PROFILES, ParameterError
-from ..core.runtime import project_root
+from ..core.runtime import project_root, resolve_path
 from .pages import NOTEBOOKS, PAGES, config_for, render_toc
 
 if TYPE_CHECKING:
@@ -37,6 +39,46 @@ def parse_params(notebook: str, pairs: Iterable[tuple[str, str]]) -> dict[str, A
     return params
 
 
+def scratch_dir(kind: str, profile: str) -> Path:
+    """Where runs in progress ("running") and failed runs ("failed") keep their notebooks: under _build/, per profile."""
+    path = project_root() / "_build" / kind / profile
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def check_file(path: str | os.PathLike, suffix: str, what: str) -> Path:
+    """An output file path that can be written: the right suffix, not a folder, in a folder that exists."""
+    p = Path(path).expanduser().resolve()
+    if p.is_dir() or p.suffix != suffix:
+        raise ParameterError(f"{what} {str(path)!r} must be a {suffix} file path (not a folder)")
+    if not p.parent.is_dir():
+        raise ParameterError(f"{what} {str(path)!r}: folder {str(p.parent)!r} does not exist")
+    return p
+
+
+def placement(notebook: str, params: dict[str, Any], output: str | None, publish: bool) -> dict[str, Any]:
+    """Where a run writes, checked before any work; returns the parameters with results_dir set for --output.
+
+    With --output FILE.ipynb the results go beside it (FILE's folder/results/) unless results_dir is given.
+    Without it the run replaces the profile's page (book/ for full); a full run whose parameters differ from
+    the profile's defaults does that only with --publish, so the published book changes only when asked.
+    """
+    if output is not None:
+        out = check_file(output, ".ipynb", "--output")
+        params = {"results_dir": str(out.parent / "results"), **params}
+    results = resolve_path(params.get("results_dir", "results"))
+    if results.exists() and not results.is_dir():
+        raise ParameterError(f"results_dir {str(results)!r} is a file, not a folder")
+    cfg = config_for(notebook).from_params(**params)
+    changed = cfg.non_default()
+    if cfg.profile == "full" and changed and not publish and (output is None or results == resolve_path("results")):
+        raise ParameterError(
+            f"parameters {', '.join(f'{k}={v!r}' for k, v in changed.items())} differ from the full profile's defaults: "
+            f"this run would replace the published {notebook} page; pass --output FILE.ipynb to write elsewhere "
+            "(results go beside it), or --publish to replace the published page")
+    return params
+
+
 def source_of(notebook: str) -> Path:
     """The py:percent source of a notebook."""
     path = project_root() / "notebooks" / f"{notebook}.py"
@@ -56,19 +98,20 @@ def execute(notebook: str, params: dict[str, Any], output: Path | None = None, p
     output = Path(output) if output else stage_dir(cfg.profile) / "book" / f"{notebook}.ipynb"
     output.parent.mkdir(parents=True, exist_ok=True)
     nb = jupytext.read(source_of(notebook))
+    # a run in progress and a failed run live outside every folder the book or nbval reads
+    partial, failed = (scratch_dir(kind, cfg.profile) / f"{notebook}.ipynb" for kind in ("running", "failed"))
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / f"{notebook}.ipynb"
         jupytext.write(nb, src)
-        partial = output.with_name(f".{output.stem}.running.ipynb")
         start = time.time()
         try:
             pm.execute_notebook(str(src), str(partial), parameters=params, kernel_name="python3",
-                                cwd=str(project_root()), progress_bar=progress, log_output=False)
+                                cwd=str(project_root()), progress_bar=progress, log_output=False,
+                                kernel_manager_class=_ipc_kernel_manager())
         except pm.PapermillExecutionError as err:
-            failed = output.with_name(f"{output.stem}.failed.ipynb")
             os.replace(partial, failed)
             raise RuntimeError(f"{notebook} failed in cell {err.exec_count}: {err.ename}: {err.evalue} "
-                               f"(executed notebook kept at {failed})") from None
+                               f"(the executed notebook is kept at {failed}; the published one is unchanged)") from None
     _hide_injected_parameters(partial)
     os.replace(partial, output)
     print(f"{notebook}: executed in {time.time() - start:.0f} s -> {output}", file=sys.stderr)
@@ -87,6 +130,17 @@ def report_stages(notebook: str, cfg) -> None:
               file=sys.stderr)
         for e in st.get("rebuilt", []):
             print(f"{notebook}: rebuilt {e['kind']}: {e['why']}", file=sys.stderr)
+
+
+def _ipc_kernel_manager() -> type:
+    """A kernel manager that talks to the kernel over local IPC sockets (no TCP port, no plain-text warning)."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    class IPCKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs):
+            super().__init__(transport="ipc", **kwargs)
+
+    return IPCKernelManager
 
 
 def _hide_injected_parameters(path: Path) -> None:
@@ -125,11 +179,28 @@ def stage_book(profile: str) -> Path:
     return stage
 
 
+def effective_config(config: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """The book's configuration as built: without a repository URL, no repository link and no launch buttons."""
+    if (config.get("repository") or {}).get("url"):
+        return config, None
+    config = {k: v for k, v in config.items() if k not in ("repository", "launch_buttons")}
+    config["html"] = {**config.get("html", {}), "use_repository_button": False, "use_issues_button": False,
+                      "use_edit_page_button": False}
+    return config, ("repository.url is unset in _config.yml: the repository link and the Binder/Colab launch buttons "
+                    "are left out of the book")
+
+
 def build_html(stage: Path, quiet: bool = False) -> Path:
     """Strict jupyter-book build (nitpicky, warnings are errors) of a staged book, then a link check; returns index.html."""
     (stage / "_toc.yml").write_text(render_toc())
+    config, warning = effective_config(yaml.safe_load((stage / "_config.yml").read_text()))
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    (stage / "_build").mkdir(exist_ok=True)
+    (stage / "_build" / "_config.effective.yml").write_text(yaml.safe_dump(config, sort_keys=False))
     jb = Path(sys.executable).with_name("jupyter-book")
-    cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(stage), "--all", "-W", "-n", "--keep-going"]
+    cmd = [str(jb) if jb.exists() else "jupyter-book", "build", str(stage), "--all", "-W", "-n", "--keep-going",
+           "--config", str(stage / "_build" / "_config.effective.yml")]
     proc = subprocess.run(cmd, capture_output=quiet, text=True)
     if proc.returncode:
         lines = (proc.stdout + proc.stderr).splitlines() if quiet else []

@@ -20,6 +20,7 @@ from .train import TrainConfig, TrainSettings
 
 PROFILES = ("smoke", "full")
 DEVICE_PATTERN = re.compile(r"^(cpu|auto|mps|cuda(:\d+)?)$")
+MAX_SEED = 10**9  # stages seed torch with seed * 100 + i, which must stay far inside 64 bits
 
 
 class ParameterError(ValueError):
@@ -141,8 +142,8 @@ class NotebookConfig:
 
     def check(self) -> None:
         """Range checks after profile defaults are filled (no disk, no devices); subclasses extend."""
-        if self.seed < 0:
-            raise ParameterError(f"parameter 'seed' must be >= 0, got {self.seed}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ParameterError(f"parameter 'seed' must be in [0, {MAX_SEED}], got {self.seed}")
 
     def preflight(self) -> None:
         """Checks that look at this machine (device available, folders present); subclasses extend."""
@@ -170,6 +171,11 @@ class NotebookConfig:
     def seeds(self) -> list[int]:
         """The seeds this run uses: `seed`, `seed+1`, ... (`n_seeds` of them where the config has it)."""
         return list(range(self.seed, self.seed + int(getattr(self, "n_seeds", 1) or 1)))
+
+    def non_default(self) -> dict[str, Any]:
+        """The parameters that differ from the profile's defaults (where results go is not one of them)."""
+        base = type(self).from_params(profile=self.profile)
+        return {k: v for k, v in self.asdict().items() if k != "results_dir" and v != getattr(base, k)}
 
     def asdict(self) -> dict[str, Any]:
         """The resolved parameters as a plain dict."""

@@ -103,7 +103,6 @@ def subsample(df: pd.DataFrame, fraction: float, seed: int) -> pd.DataFrame:
 def to_jsonl(df: pd.DataFrame, path: str | Path) -> Path:
     """Write one JSON object per sample: question, answer, operands, range label."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as f:
         for r in df.itertuples(index=False):
             f.write(json.dumps({"question": r.text, "answer": int(r.sum), "a": int(r.a), "b": int(r.b),

@@ -1,1 +1,0 @@
-"""`make bench`: measuring the pipeline's speed and memory (run) and judging it against targets (report)."""

@@ -1,1 +1,0 @@
-"""The book: page registry, notebook runner, result files, the paper's claims, the ledger, plots and link check."""

@@ -1,1 +1,0 @@
-"""Datasets: arithmetic questions (Task 1)."""
