@@ -21,10 +21,9 @@
 # experts and a softmax-gated mixture of experts, with oracle routing as the upper bound? The
 # paper reports RED 0.9725, MoE 0.8576, global 0.5503 and uniform 0.2686 accuracy on Qwen3-0.6B.
 #
-# We run the same pipeline on the embedded backbone (all-MiniLM-L6-v2, 6 blocks, 384-d; the
-# paper's Qwen3-0.6B is one parameter away), over several seeds, and on two test splits:
-# **pairs** (no operand pair in two splits: the test measures generalisation) and **iid**
-# (the paper's sampling: the same question appears in train and test, so the test measures recall).
+# We run it on the embedded backbone (all-MiniLM-L6-v2, 6 blocks, 384-d; Qwen3-0.6B is one
+# parameter away), over several seeds, on two test splits: **pairs** (no operand pair in two
+# splits: generalisation) and **iid** (the paper's sampling: test questions repeat train's: recall).
 
 # %% tags=["parameters"]
 profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
@@ -89,18 +88,13 @@ plots.styled(task1.data_table(cfg), hide_index=True)
 # %% [markdown]
 # ## Stages
 #
-# The task hands the RED pipeline (`redlib/red/pipeline.py`) its distinct questions (the backbone
-# encodes them) and, per sample, the answer and the range; the pipeline runs the paper's stages:
-#
-# 1. **Backbone stage**: the top two blocks and a linear head $W_c$ over mean-pooled states, trained on
-#    10% of train. This is the **global head** baseline. The bottom blocks are frozen, so their output
-#    is computed once per distinct question and cached; only the top blocks run while training.
-# 2. **Experts**, each trained alone on its range: classifier experts $E_i$ (for oracle, uniform and
-#    MoE), RED residuals $V_i \sigma(U_i h)$ with $r = d/4$ trained through the frozen $W_c$, and the
-#    released code's low-rank logit experts.
-# 3. **Router** (two-layer MLP, hidden 256) trained on range labels with the experts frozen.
-# 4. **RED stage 4**: residuals and router tuned together, a variant of the pipeline.
-#
+# The task hands the RED pipeline (`redlib/red/pipeline.py`) its distinct questions and, per sample,
+# the answer and the range. (1) The **backbone stage** trains the top two blocks and a linear head
+# $W_c$ on 10% of train: the **global head**; the frozen bottom blocks run once per distinct
+# question. (2) **Experts**, each trained alone on its range: classifier experts $E_i$ (oracle,
+# uniform, MoE), RED residuals $V_i \sigma(U_i h)$ with $r = d/4$ through the frozen $W_c$, and the
+# released code's low-rank logit experts. (3) The **router** (two-layer MLP, hidden 256) on range
+# labels, experts frozen. (4) **RED stage 4**: residuals and router tuned together, a variant.
 # Every stage is cached under the hash of its configuration: a re-run loads it.
 
 # %% tags=["remove-stderr"]
@@ -161,8 +155,6 @@ plots.styled(t["case_study"][t["case_study"]["seed"] == cfg.seed].drop(columns="
 
 # %% [markdown]
 # ## Confusions of the best and the worst method
-#
-# Predicted against true answer on the test part of the main split, first seed.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Confusion matrices (true sum vs predicted sum) of the best and the worst deployable method, main split, first seed.", "name": "fig-t1-confusion"}, "image": {"alt": "Two confusion heatmaps of predicted against true sums"}}
 plots.confusions(task1.confusions(first, t["overall"], cfg.split), "predicted sum", "true sum");
@@ -192,9 +184,7 @@ ledger.styled(ledger.page_table(results.claims))
 plots.styled(t["parameter_cost"], precision=4, hide_index=True)
 
 # %% [markdown]
-# ## Where the time goes
-#
-# Seconds per stage and run (stages loaded from the cache take almost nothing):
+# ## Where the time goes: seconds per stage and run (a stage loaded from the cache takes almost nothing)
 
 # %% tags=["hide-input"]
 plots.styled(t["stage_seconds"].groupby("split").mean(numeric_only=True).drop(columns="seed"), precision=1)
