@@ -28,6 +28,7 @@ def test_every_method_is_scored(tiny_run):
     np.testing.assert_allclose(preds["softmax MoE"][1].sum(1), 1.0, rtol=1e-5)
     assert (preds["oracle experts"][1].argmax(1) == run.frames["test"]["range"].to_numpy()).all()
     assert set(t["router_accuracy"]["split_part"]) == {"train", "val", "test"}
+    assert {"stage 1", "moe gate", "global head all train"} <= set(t["epochs"]["stage"])
 
 
 def test_rerun_loads_every_stage_from_the_cache(tiny_run):
@@ -45,3 +46,5 @@ def test_case_study_routes_each_query(tiny_run):
     alphas = df[[c for c in df.columns if c.startswith("alpha")]].to_numpy()
     np.testing.assert_allclose(alphas.sum(1), 1.0, rtol=1e-5)
     assert df["RED answer"].between(2, 100).all()
+    full = task1.case_study(run, bb)  # the paper's four queries, with the paper's weights beside ours
+    assert list(full["query"]) == list(task1.PAPER_CASES) and full["paper answer"].tolist() == [85, 51, 22, 41]

@@ -103,8 +103,18 @@ def table(collected: dict[str, dict[str, Any]], claims_file=None, tol: float = V
             "measure": (entry or {}).get("measure", ""),
             "spread over seeds": _spread(entry) if entry else "",
             "measured on": on, "notebook": entry["notebook"] if entry else "",
+            "extension": extension(claim, entry, tol) if entry else "",
         })
     return pd.DataFrame(rows)
+
+
+def extension(claim: dict[str, Any], entry: dict[str, Any], tol: float = VALUE_TOL) -> str:
+    """Our extensions' measurements of a claim (another split, backbone, ...), each with what the rule would say.
+
+    They are shown beside the paper's protocol; the claim's verdict stays the one of the paper's protocol.
+    """
+    return "; ".join(f"{label}: {_fmt(e.get('value'))} ({verdict(claim, e, tol)})"
+                     for label, e in entry.get("extensions", {}).items())
 
 
 def summary(df: pd.DataFrame) -> pd.Series:
@@ -121,10 +131,12 @@ def link(notebook: str) -> str:
 def page_table(measured: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> pd.DataFrame:
     """A page's own claims table: each claim it measured, the paper's number, ours, spread and the ledger's verdict."""
     claims = load_claims(claims_file)
-    return pd.DataFrame([{
+    df = pd.DataFrame([{
         "claim": cid, "the paper says": claims[cid]["claim"], "paper": _fmt(claims[cid]["paper"]),
         "ours (mean)": _fmt(entry.get("value")) + (f" ({entry['measure']})" if entry.get("measure") else ""),
-        "spread over seeds": _spread(entry), "verdict": verdict(claims[cid], entry, tol)} for cid, entry in measured.items()])
+        "spread over seeds": _spread(entry), "verdict": verdict(claims[cid], entry, tol),
+        "our extension (rule's verdict)": extension(claims[cid], entry, tol)} for cid, entry in measured.items()])
+    return df if df["our extension (rule's verdict)"].any() else df.drop(columns="our extension (rule's verdict)")
 
 
 def styled(df: pd.DataFrame):
@@ -165,6 +177,7 @@ def table_html(df: pd.DataFrame) -> str:
                    for cid, nb, sec, kind in zip(df["id"], df["notebook"], df["section"], df["kind"])]
     shown["ours"] = [f"{o}<br><small>{m}</small>" if m else o for o, m in zip(df["ours"], df["measure"])]
     shown["ours"] += [f"<br><small>{s}; {on}</small>" if s or on else "" for s, on in zip(df["spread over seeds"], df["measured on"])]
+    shown["ours"] += [f"<br><small><i>extension</i> - {x}</small>" if x else "" for x in df["extension"]]
     shown = shown[["id", "verdict", "claim", "paper", "ours"]]
     sty = shown.style.hide(axis="index").map(lambda v: f"background-color: {COLOURS.get(v, '')}" if v in COLOURS else "",
                                              subset=["verdict"])

@@ -19,6 +19,15 @@ def macro_f1(y_true, y_pred, labels: Sequence | None = None) -> float:
     return float(f1_score(np.asarray(y_true), np.asarray(y_pred), labels=labels, average="macro", zero_division=0))
 
 
+def wilson(p: float, n: int, z: float = 1.96) -> tuple[float, float]:
+    """Wilson score interval (95% by default) of a proportion p observed over n independent units."""
+    if n == 0:
+        return float("nan"), float("nan")
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * np.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return float(centre - half), float(centre + half)
+
+
 def per_group(y_true, y_pred, groups, names: dict | None = None, y_value=None) -> pd.DataFrame:
     """Accuracy, mean absolute error (of `y_value` if given, else of the labels) and count per group."""
     y_true, y_pred, groups = np.asarray(y_true), np.asarray(y_pred), np.asarray(groups)

@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 from torch.nn import functional as F
 
-from ..core.metrics import accuracy, macro_f1
+from ..core.metrics import accuracy, macro_f1, wilson
 from ..models.combiners import LogitMixture, ProbMixture, ResidualMixture
 from .pipeline import RedRun
 
@@ -72,6 +72,12 @@ def global_head(run: RedRun) -> Method:
     return Method("global head", lambda h, _: run.head(h))
 
 
+@register("global head (all of train)")
+def global_head_all(run: RedRun) -> Method:
+    """A head W: d -> C trained on all of train over the fixed features (a labelled variant of the baseline)."""
+    return Method("global head (all of train)", lambda h, _: run.head_all(h))
+
+
 @register("oracle experts")
 def oracle(run: RedRun) -> Method:
     """The true domain picks the classifier expert: an upper bound, not deployable."""
@@ -88,8 +94,14 @@ def uniform(run: RedRun) -> Method:
 
 @register("softmax MoE")
 def softmax_moe(run: RedRun) -> Method:
-    """sum_i alpha_i(h) softmax(E_i h), alpha from the stage-3 router."""
-    return Method("softmax MoE", _mixture(run), _router(run))
+    """The paper's classical MoE (4.3.4): sum_i alpha_i(h) softmax(E_i h), alpha from its own gate (answer loss)."""
+    return Method("softmax MoE", _mixture(run), lambda h, _: run.gate(h))
+
+
+@register("softmax MoE (RED's router)")
+def softmax_moe_shared(run: RedRun) -> Method:
+    """The same mixture with RED's range-supervised router as its gate (a labelled variant)."""
+    return Method("softmax MoE (RED's router)", _mixture(run), _router(run))
 
 
 @register("RED")
@@ -97,6 +109,14 @@ def red(run: RedRun) -> Method:
     """W_c (h + sum_i alpha_i Delta h_i(h)), the paper's form."""
     mix = ResidualMixture(run.residuals, run.head)
     return Method("RED", mix.logits, _router(run))
+
+
+@register("RED (true range)")
+def red_oracle(run: RedRun) -> Method:
+    """RED with the true range as its routing: RED's own upper bound."""
+    K = run.data.n_domains
+    mix = ResidualMixture(run.residuals, run.head)
+    return Method("RED (true range)", mix.logits, lambda h, d: F.one_hot(d.to(h.device), K).float())
 
 
 @register("RED stage 4")
@@ -130,8 +150,11 @@ def predict(run: RedRun, split: str = "test", alpha: dict[str, Override] | None 
 
 def score(run: RedRun, split: str = "test", subsets: dict[str, np.ndarray] | None = None,
           alpha: dict[str, Override] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Accuracy and macro-F1 of every method overall (plus accuracy on each boolean `subsets` mask) and per domain."""
-    y, dom = run.data.labels[split].numpy(), run.data.domains[split].numpy()
+    """Accuracy and macro-F1 of every method overall (plus accuracy on each boolean `subsets` mask) and per domain.
+
+    Per domain, a 95% Wilson interval counts distinct inputs, not samples: a repeated input is one observation.
+    """
+    y, dom, ids = run.data.labels[split].numpy(), run.data.domains[split].numpy(), run.data.ids[split].numpy()
     kind, overall, per_domain = run.data.domain_kind, [], []
     for name, (pred, _) in predict(run, split, alpha).items():
         row = {"method": name, "accuracy": accuracy(y, pred), "macro_f1": macro_f1(y, pred, np.unique(y))}
@@ -140,8 +163,11 @@ def score(run: RedRun, split: str = "test", subsets: dict[str, np.ndarray] | Non
         overall.append(row)
         for i, dname in enumerate(run.data.domain_names):
             sel = dom == i
-            per_domain.append({"method": name, kind: dname, "accuracy": accuracy(y[sel], pred[sel]),
-                               "macro_f1": macro_f1(y[sel], pred[sel], np.unique(y[sel]))})
+            acc, distinct = accuracy(y[sel], pred[sel]), len(np.unique(ids[sel]))
+            lo, hi = wilson(acc, distinct)
+            per_domain.append({"method": name, kind: dname, "accuracy": acc,
+                               "macro_f1": macro_f1(y[sel], pred[sel], np.unique(y[sel])),
+                               "distinct inputs": distinct, "ci95 low": lo, "ci95 high": hi})
     return pd.DataFrame(overall).assign(seed=run.seed), pd.DataFrame(per_domain).assign(seed=run.seed)
 
 

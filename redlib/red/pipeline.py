@@ -8,7 +8,10 @@ With h = h(x) in R^d the encoder's features, C classes and K domains (the paper,
                            Delta h_i = V_i sigma(U_i h)      RED residuals, rank r = d / rank_divisor, through W_c
                            B_i A_i h                         the released code's logit experts
     stage 3  router      alpha(h) = softmax(MLP(h)) in R^K, trained on domain labels, experts frozen
+             gate        the softmax MoE's own gate (the paper's 4.3.4): the same MLP trained on the answer
+                         loss -log sum_i alpha_i(h) softmax(E_i h)_y, experts frozen
     stage 4  joint       residuals and a copy of the router tuned together on the answer loss
+    extra    head_all    a global head W: d -> C trained on all of train (stage 1's head saw 10%)
 
 RED:  p(y|x) = softmax(W_c (h + sum_i alpha_i(h) Delta h_i(h)))                            (the paper's eq. (RED))
 
@@ -47,7 +50,9 @@ STAGE_KINDS = {
     "residual": "stage 2: RED residual experts",
     "code": "stage 2: code-variant experts",
     "router": "stage 3: router",
+    "gate": "stage 3: the softmax MoE's own gate",
     "joint": "stage 4: residuals and router tuned jointly",
+    "head_all": "global head on all of train",
 }
 SPLITS = ("train", "val", "test")
 
@@ -152,8 +157,11 @@ class RedRun:
     code_experts: list[nn.Module]  # K released-code experts: d -> C
     router: Router  # alpha: d -> K
     joint: Joint  # stage 4: tuned residuals (joint.red) and router (joint.router)
+    gate: Router  # the softmax MoE's own gate: d -> K
+    head_all: nn.Linear  # a global head trained on all of train: d -> C
     code_scale: float
     seconds: dict[str, float] = field(default_factory=dict)
+    epochs: list[dict] = field(default_factory=list)  # per trained stage: label, epochs run, best epoch, cap
 
 
 def _ce(model: nn.Module, batch) -> Tensor:
@@ -177,6 +185,7 @@ class _Stages:
     def __init__(self, cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int):
         self.cfg, self.data, self.encoder, self.store, self.seed = cfg, data, encoder, store, seed
         self.seconds: dict[str, float] = {}
+        self.epochs: list[dict] = []
         self.key = {"pipeline": PIPELINE_VERSION, **encoder.key(), "data": data.key}
 
     def kind(self, name: str) -> str:
@@ -196,6 +205,7 @@ class _Stages:
         enc.reset()
         head = nn.Linear(enc.dim, data.n_classes).to(enc.device)
         tc = cfg.fit_config(self.seed, "stage 1: encoder top + head", cfg.lr, cfg.backbone_epochs)
+        # every later stage trains on what stage 1 made: from here on, each key carries stage 1's settings
         self.key = {**self.key, "fraction": cfg.backbone_fraction, "train": asdict(tc)}
         model = _Base(enc, head)
 
@@ -206,7 +216,9 @@ class _Stages:
             val_ids, first = np.unique(data.ids["val"].numpy(), return_index=True)
             return _fit_meta(fit(model, _ce, tr, (torch.as_tensor(val_ids), data.labels["val"][first]), tc))
 
-        self.store.module(self.kind("stage1"), self.key, nn.ModuleDict({"top": enc.trainable(), "head": head}), train)
+        meta = self.store.module(self.kind("stage1"), self.key, nn.ModuleDict({"top": enc.trainable(), "head": head}),
+                                 train)
+        self._epochs("stage 1", meta, tc)
         enc.eval()
         return head.requires_grad_(False)
 
@@ -228,8 +240,12 @@ class _Stages:
                                  (feats["val"][part["val"]], targets["val"][part["val"]]), tc))
 
         model.to(self.encoder.device)
-        self.store.module(self.kind(name), key, model, run)
+        self._epochs(label, self.store.module(self.kind(name), key, model, run), tc)
         return model.requires_grad_(False).eval()
+
+    def _epochs(self, label: str, meta: dict, tc: TrainConfig) -> None:
+        self.epochs.append({"stage": label, "epochs run": meta.get("epochs_run"), "best epoch": meta.get("best_epoch"),
+                            "max epochs": tc.max_epochs, "patience": tc.patience})
 
 
 def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int) -> RedRun:
@@ -275,4 +291,27 @@ def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed
                         labels, rank=cfg.rank(d), from_router=True)
 
     joint_ = st.timed("stage 4 (joint tuning)", joint)
-    return RedRun(seed, data, feats, head, experts_, residuals, code, router_, joint_, cfg.code_scale, st.seconds)
+
+    def gate() -> Router:
+        # log softmax(E_i h)_y of each frozen expert at the true class, (N, K): all the gate's loss needs of them
+        with torch.no_grad():
+            true = {k: torch.stack([e(feats[k]).log_softmax(-1).gather(1, labels[k][:, None].to(feats[k].device))[:, 0]
+                                    for e in experts_], 1) for k in ("train", "val")}
+        seed_everything(seed)
+        return st.train("gate", "moe gate", cfg.router(d, K), moe_gate_loss, feats, true, hidden=cfg.router_hidden,
+                        experts_hidden=cfg.expert_hidden)
+
+    def head_all() -> nn.Linear:
+        seed_everything(seed)
+        return st.train("head_all", "global head all train", nn.Linear(d, C), _ce, feats, labels)
+
+    gate_ = st.timed("stage 3 (MoE gate)", gate)
+    head_all_ = st.timed("global head on all of train", head_all)
+    return RedRun(seed, data, feats, head, experts_, residuals, code, router_, joint_, gate_, head_all_, cfg.code_scale,
+                  st.seconds, st.epochs)
+
+
+def moe_gate_loss(gate: Router, batch) -> Tensor:
+    """-log sum_i alpha_i(h) p_i(y): the mixture's answer loss; batch = (h (B, d), log p_i(y) (B, K))."""
+    h, log_p_true = batch
+    return -(gate.logits(h).log_softmax(-1) + log_p_true).logsumexp(1).mean()
