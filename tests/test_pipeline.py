@@ -9,6 +9,7 @@ from redlib.core import measure
 from redlib.core.claims import load_claims
 from redlib.core.store import Store
 from redlib.red import methods
+from redlib.models.combiners import ProbMixture
 from redlib.red.encoders import FixedFeatures
 from redlib.red.pipeline import STAGE_KINDS, RedConfig, TaskData, run_red
 
@@ -116,3 +117,15 @@ def test_each_claim_kind_gets_its_verdict_from_the_ledger():
         assert ledger.verdict(claims[cid], entry) == expected, cid
     table = ledger.page_table({cid: entry for cid, (entry, _) in cases.items()})
     assert table["verdict"].tolist() == [v for _, v in cases.values()]
+
+
+
+def test_mixture_logits_keep_the_argmax_of_the_mixture_probabilities_exactly(run):
+    """Saturated experts make near-ties in probability space; the method's log-probabilities must not merge them."""
+    r, _ = run
+    h = torch.randn(4000, D, generator=torch.Generator().manual_seed(1)) * 30  # far outside: experts saturate
+    d = torch.zeros(4000, dtype=torch.long)
+    probs = ProbMixture(r.experts)(h, torch.full((4000, K), 1 / K))
+    logits, _ = methods.methods(r)["uniform averaging"](h, d)
+    assert torch.equal(logits.argmax(1), probs.argmax(1))
+    assert (probs.log().argmax(1) != probs.argmax(1)).any()  # a float32 log would have changed some answers

@@ -63,7 +63,9 @@ def _router(run: RedRun) -> Gate:
 
 def _mixture(run: RedRun) -> Callable[[Tensor, Tensor], Tensor]:
     mix = ProbMixture(run.experts)
-    return lambda h, a: mix(h, a).log()  # log sum_i alpha_i softmax(E_i h)
+    # log sum_i alpha_i softmax(E_i h): the log in float64 is one-to-one on float32 probabilities, so the argmax
+    # is the mixture's own (a float32 log would merge neighbouring probabilities into ties)
+    return lambda h, a: mix(h, a).double().log()
 
 
 @register("global head")
