@@ -65,3 +65,12 @@ def test_unknown_claim_id_in_results_is_an_error(tmp_path):
 
 def test_links_point_to_the_claims_section():
     assert ledger.link("toy_experiments") == "toy_experiments.html#toy-claims"
+
+
+def test_status_names_each_page_and_what_planned_parts_already_have(fake_results):
+    status = ledger.status(ledger.collect(fake_results)).set_index("paper")
+    toy = status.loc["toy experiments A-C (linear, MLP, residual experts)"]
+    assert toy["page"] == "{doc}`toy_experiments`" and toy["measured"] == 3 and toy["hold"] == 1
+    task2 = status.loc["4.7 Task 2 (mixed arithmetic)"]
+    assert task2["page"] == "not yet in this book" and task2["measured"] == 0
+    assert status["claims"].sum() == len(load_claims())

@@ -156,6 +156,9 @@ def status(collected: dict[str, dict[str, Any]], claims_file=None) -> pd.DataFra
     for sections, where, groups in entries:
         ids = [cid for cid, c in claims.items() if c["group"] in groups]
         done = [verdict(claims[cid], collected[cid]) for cid in ids if cid in collected]
+        by = sorted({collected[cid]["notebook"] for cid in ids if cid in collected})
+        if by and not where.startswith("{doc}"):  # a planned part, some of whose claims a page already measures
+            where = "not yet in this book; in part on " + ", ".join(f"{{doc}}`{n}`" for n in by)
         rows.append({"paper": sections, "page": where, "claims": len(ids), "measured": len(done),
                      "hold": done.count("holds"), "partly": done.count("partly"), "do not hold": done.count("does not hold")})
     return pd.DataFrame(rows)
