@@ -35,6 +35,7 @@ PAPER_CASES = {
     "What is 40 plus 1?": ([0.05, 0.32, 0.46, 0.12, 0.05], 41),  # the R2/R3 boundary
 }
 QUERIES = list(PAPER_CASES)
+COST_QUESTION = TEMPLATES[0].format(a=47, b=38)  # the question router compute is counted on: two two-digit operands
 # the paper's name of each method in the claims file (t1.<key>.acc ...)
 PAPER_KEYS = {"global head": "global", "uniform averaging": "uniform", "softmax MoE": "moe", "RED": "red"}
 ORDER = ["RED", "softmax MoE", "global head", "uniform averaging"]
@@ -165,7 +166,7 @@ def data_table(cfg: Task1Config) -> pd.DataFrame:
 
 def cost(bb: Backbone, cfg: Task1Config) -> pd.DataFrame:
     """Parameter and compute shares of RED on this backbone and on Qwen3-0.6B's shape."""
-    tokens = int(bb.tokenize([QUERIES[0]]).attention_mask.sum())
+    tokens = int(bb.tokenize([COST_QUESTION]).attention_mask.sum())
     return parameter_cost(bb, cfg, len(RANGE_NAMES), N_CLASSES, tokens)
 
 
