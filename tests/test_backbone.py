@@ -1,9 +1,9 @@
 import pytest
 import torch
 
-from redlib.models.backbone import Backbone, BackboneError, resolve_backbone
 from redlib.core.config import ParameterError
 from redlib.experiments.task1 import Task1Config
+from redlib.models.backbone import Backbone, BackboneError, resolve_backbone
 
 TEXTS = ["What is 37 plus 12?", "What is 1 plus 2?", "Add 45 and 3."]
 

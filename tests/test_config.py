@@ -5,8 +5,8 @@ import pytest
 
 from redlib.book.pages import NOTEBOOKS, PAGES, config_for
 from redlib.core.config import ParameterError
-from redlib.experiments.toy import ToyConfig
 from redlib.core.runtime import project_root
+from redlib.experiments.toy import ToyConfig
 
 
 def test_profile_defaults_fill_none_fields():

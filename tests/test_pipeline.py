@@ -8,8 +8,8 @@ from redlib.book import ledger
 from redlib.core import measure
 from redlib.core.claims import load_claims
 from redlib.core.store import Store
-from redlib.red import methods
 from redlib.models.combiners import ProbMixture
+from redlib.red import methods
 from redlib.red.encoders import FixedFeatures
 from redlib.red.pipeline import STAGE_KINDS, RedConfig, TaskData, run_red
 

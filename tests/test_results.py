@@ -3,9 +3,9 @@ import json
 import pandas as pd
 import pytest
 
-from redlib.experiments.toy import ToyConfig
 from redlib.book.results import Results, read
 from redlib.core import measure
+from redlib.experiments.toy import ToyConfig
 
 
 def make(results_root, **kw):

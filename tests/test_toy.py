@@ -1,11 +1,11 @@
 import pandas as pd
 import torch
 
-from redlib.experiments import toy
-from redlib.models.combiners import OutputMixture, average_parameters
-from redlib.experiments.toy import ToyConfig
-from redlib.models.experts import LinearExpert, MLPExpert
 from redlib.core.store import Store
+from redlib.experiments import toy
+from redlib.experiments.toy import ToyConfig
+from redlib.models.combiners import OutputMixture, average_parameters
+from redlib.models.experts import LinearExpert, MLPExpert
 
 
 def test_grid_and_domains():

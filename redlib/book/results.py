@@ -14,9 +14,9 @@ import subprocess
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import cached_property
 from importlib import metadata
 from pathlib import Path
-from functools import cached_property
 from typing import Any
 
 import numpy as np

@@ -8,10 +8,10 @@ import subprocess
 import sys
 import tempfile
 import time
-
-import yaml
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable
+
+import yaml
 
 from ..core.config import PROFILES, ParameterError
 from ..core.runtime import project_root, resolve_path

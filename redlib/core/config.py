@@ -9,10 +9,10 @@ at the start of a run, before any kernel or training starts.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 import types
 import typing
-import math
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 

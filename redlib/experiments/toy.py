@@ -16,12 +16,12 @@ from torch.nn import functional as F
 
 from ..core import measure
 from ..core.config import ExperimentConfig, ParameterError
-from ..models.combiners import OutputMixture, average_parameters
-from ..models.experts import BasePlusResidual, LinearExpert, MLPExpert, ScaledExpert
 from ..core.metrics import per_group
 from ..core.runtime import generator, seed_everything
 from ..core.store import Store
 from ..core.train import fit
+from ..models.combiners import OutputMixture, average_parameters
+from ..models.experts import BasePlusResidual, LinearExpert, MLPExpert, ScaledExpert
 
 DOMAINS: list[tuple[int, int]] = [(1, 20), (21, 40), (41, 60), (61, 80), (81, 100)]
 DOMAIN_NAMES = [f"D{i + 1} [{lo},{hi}]" for i, (lo, hi) in enumerate(DOMAINS)]
