@@ -1,9 +1,8 @@
 import json
 
-import numpy as np
 import pytest
 
-from redlib.tasks.arithmetic import N_CLASSES, Task1Spec, label_of, make_task1, range_of, subsample, to_jsonl
+from redlib.tasks.arithmetic import N_CLASSES, Task1Spec, label_of, make_task1, range_of, to_jsonl
 
 
 def test_ranges_and_labels():
@@ -35,10 +34,8 @@ def test_bad_spec_is_rejected():
         Task1Spec(n_templates=9)
 
 
-def test_jsonl_export_and_subsample(tmp_path):
+def test_jsonl_export(tmp_path):
     df = make_task1(Task1Spec(n_train=100, n_val=10, n_test=10, n_templates=5, seed=0))["test"]
     lines = to_jsonl(df, tmp_path / "t.jsonl").read_text().splitlines()
     first = json.loads(lines[0])
     assert len(lines) == 10 and first["answer"] == first["a"] + first["b"] and first["range"].startswith("R")
-    sub = subsample(df, 0.5, seed=0)
-    assert len(sub) == 5 and np.isin(sub["text"], df["text"]).all()

@@ -129,3 +129,12 @@ def test_mixture_logits_keep_the_argmax_of_the_mixture_probabilities_exactly(run
     logits, _ = methods.methods(r)["uniform averaging"](h, d)
     assert torch.equal(logits.argmax(1), probs.argmax(1))
     assert (probs.log().argmax(1) != probs.argmax(1)).any()  # a float32 log would have changed some answers
+
+
+def test_subsample_picks_a_reproducible_fraction_of_distinct_rows():
+    from redlib.red.pipeline import subsample
+
+    pick = subsample(10, 0.5, seed=0)
+    assert len(pick) == 5 and len(set(pick.tolist())) == 5 and all(0 <= i < 10 for i in pick.tolist())
+    assert torch.equal(pick, pick.sort().values) and torch.equal(pick, subsample(10, 0.5, seed=0))
+    assert len(subsample(3, 0.01, seed=1)) == 1  # never empty

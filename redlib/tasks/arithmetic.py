@@ -93,13 +93,6 @@ def make_task1(spec: Task1Spec) -> dict[str, pd.DataFrame]:
     return out
 
 
-def subsample(df: pd.DataFrame, fraction: float, seed: int) -> pd.DataFrame:
-    """A random `fraction` of the rows (the paper's backbone stage uses 10% of train)."""
-    k = max(1, round(fraction * len(df)))
-    idx = torch.randperm(len(df), generator=generator(seed))[:k].sort().values.numpy()
-    return df.iloc[idx].reset_index(drop=True)
-
-
 def to_jsonl(df: pd.DataFrame, path: str | Path) -> Path:
     """Write one JSON object per sample: question, answer, operands, range label."""
     path = Path(path)
