@@ -46,10 +46,19 @@ class Store:
 
     def __init__(self, root: str | os.PathLike | None = None):
         self.root = Path(root) if root is not None else cache_dir()
-        self.hits = self.misses = 0  # stages loaded vs computed through this Store, for provenance
         self.seconds: dict[str, float] = {}  # wall seconds spent computing stages, by kind
         self.events: list[dict[str, str]] = []  # {"kind", "event": loaded | computed | rebuilt, "why"} per stage
         self._unusable: dict[Path, str] = {}  # entries found unusable in this session, and why
+
+    @property
+    def hits(self) -> int:
+        """Stages loaded from the cache through this Store."""
+        return sum(e["event"] == "loaded" for e in self.events)
+
+    @property
+    def misses(self) -> int:
+        """Stages computed (or rebuilt) through this Store."""
+        return len(self.events) - self.hits
 
     def path(self, kind: str, config: dict[str, Any]) -> Path:
         """Where the entry for (kind, config) lives."""
@@ -126,11 +135,9 @@ class Store:
         return {**meta, "cached": False}
 
     def _loaded(self, kind: str) -> None:
-        self.hits += 1
         self.events.append({"kind": kind, "event": "loaded", "why": ""})
 
     def _computing(self, kind: str, config: dict[str, Any]) -> float:
-        self.misses += 1
         why = self._unusable.pop(self.path(kind, config), "")
         self.events.append({"kind": kind, "event": "rebuilt" if why else "computed", "why": why})
         return time.perf_counter()
