@@ -66,6 +66,17 @@ def verdict(claim: dict[str, Any], entry: dict[str, Any] | None, tol: float = VA
     return "not measured"
 
 
+def verdicts(measured: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> dict[str, str]:
+    """Claim id -> the ledger's verdict, for a page's own measurements."""
+    claims = load_claims(claims_file)
+    return {cid: verdict(claims[cid], entry, tol) for cid, entry in measured.items()}
+
+
+def _verdict_css(value: Any) -> str:
+    """The background of a verdict cell (nothing for other cells)."""
+    return f"background-color: {COLOURS[value]}" if value in COLOURS else ""
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
@@ -130,11 +141,11 @@ def link(notebook: str) -> str:
 
 def page_table(measured: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> pd.DataFrame:
     """A page's own claims table: each claim it measured, the paper's number, ours, spread and the ledger's verdict."""
-    claims = load_claims(claims_file)
+    claims, judged = load_claims(claims_file), verdicts(measured, claims_file, tol)
     df = pd.DataFrame([{
         "claim": cid, "the paper says": claims[cid]["claim"], "paper": _fmt(claims[cid]["paper"]),
         "ours (mean)": _fmt(entry.get("value")) + (f" ({entry['measure']})" if entry.get("measure") else ""),
-        "spread over seeds": _spread(entry), "verdict": verdict(claims[cid], entry, tol),
+        "spread over seeds": _spread(entry), "verdict": judged[cid],
         "our extension (rule's verdict)": extension(claims[cid], entry, tol)} for cid, entry in measured.items()])
     return df if df["our extension (rule's verdict)"].any() else df.drop(columns="our extension (rule's verdict)")
 
@@ -143,8 +154,7 @@ def styled(df: pd.DataFrame):
     """A table with a `verdict` column, verdicts coloured as in the ledger."""
     from .plots import styled as house
 
-    return house(df, hide_index=True).map(lambda v: f"background-color: {COLOURS[v]}" if v in COLOURS else "",
-                                          subset=["verdict"])
+    return house(df, hide_index=True).map(_verdict_css, subset=["verdict"])
 
 
 def status(collected: dict[str, dict[str, Any]], claims_file=None) -> pd.DataFrame:
@@ -182,15 +192,7 @@ def table_html(df: pd.DataFrame) -> str:
     shown["ours"] += [f"<br><small>{s}; {on}</small>" if s or on else "" for s, on in zip(df["spread over seeds"], df["measured on"])]
     shown["ours"] += [f"<br><small><i>extension</i> - {x}</small>" if x else "" for x in df["extension"]]
     shown = shown[["id", "verdict", "claim", "paper", "ours"]]
-    sty = shown.style.hide(axis="index").map(lambda v: f"background-color: {COLOURS.get(v, '')}" if v in COLOURS else "",
-                                             subset=["verdict"])
+    sty = shown.style.hide(axis="index").map(_verdict_css, subset=["verdict"])
     sty = sty.set_uuid("ledger").set_table_styles([{"selector": "td, th", "props": "font-size: 0.85em; vertical-align: top"}])
     # Styler leaves cell text unescaped, so the links stay links; the wrapper scrolls on narrow screens
     return f'<div style="overflow-x:auto">{sty.to_html()}</div>'
-
-
-
-def verdicts(measured: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> dict[str, str]:
-    """Claim id -> the ledger's verdict, for a page's own measurements."""
-    claims = load_claims(claims_file)
-    return {cid: verdict(claims[cid], entry, tol) for cid, entry in measured.items()}
