@@ -35,7 +35,7 @@ def parse_params(notebook: str, pairs: Iterable[tuple[str, str]]) -> dict[str, A
     """Command-line `-p name value` pairs -> typed parameters, validated against the notebook's config."""
     cls = config_for(notebook)
     params = {name: cls.coerce(name, text) for name, text in pairs}
-    cls.from_params(**params).preflight()  # full validation, ranges and this machine's folders, before any kernel
+    cls.from_params(**params)  # names, types, ranges and orderings; `execute` checks this machine before any kernel
     return params
 
 
