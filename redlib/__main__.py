@@ -35,6 +35,11 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default=None, help="output folder (default results/bench, or results/bench/smoke)")
     bench.add_argument("--profiles", default=None,
                        help="profiles whose notebooks are timed cold, e.g. smoke (default: smoke,full; smoke only with --smoke)")
+    bench.add_argument("--notebooks", default=None,
+                       help="re-time only these notebooks (comma-separated), one cold pass per profile, and update "
+                            "their entries in an existing bench.json")
+    bench.add_argument("--cache", default=None,
+                       help="with --notebooks: an empty folder the timed runs fill as their stage cache (kept afterwards)")
     return ap
 
 
@@ -61,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
 
             cfg = Task1Config.from_params(**runner.parse_params("task1_addition", args.parameter))
             runner.check_file(args.out, ".jsonl", "--out")
-            path = to_jsonl(make_task1(spec_for(cfg, cfg.seed, cfg.split))[args.part], args.out)
+            path = to_jsonl(make_task1(spec_for(cfg, cfg.seed, cfg.settings[0]))[args.part], args.out)
             print(f"wrote {path}")
         elif args.command == "bench":
             from pathlib import Path
@@ -73,8 +78,23 @@ def main(argv: list[str] | None = None) -> int:
             profiles = args.profiles.split(",") if args.profiles else None
             for p in profiles or []:
                 runner.stage_dir(p)  # validates each profile name before anything runs
-            report = run_bench(out, smoke=args.smoke, profiles=profiles)
-            print(f"bench written: {out / 'bench.json'} ({report['bench_seconds']:.0f} s)")
+            if args.notebooks:
+                from .bench.run import update_pages
+                from .book.pages import config_for
+
+                names, cache = args.notebooks.split(","), Path(args.cache) if args.cache else None
+                for name in names:
+                    config_for(name)  # an unknown name is a one-line error naming the notebooks
+                if cache is not None and cache.exists() and any(cache.iterdir()):
+                    raise ParameterError(f"--cache {cache} is not empty: a cold measurement needs an empty folder")
+                for p in profiles or ["full"]:
+                    update_pages(out, p, names, cache)
+                print(f"bench updated: {out / 'bench.json'} ({', '.join(names)})")
+            else:
+                if args.cache:
+                    raise ParameterError("--cache needs --notebooks (the whole bench times in fresh temporary folders)")
+                report = run_bench(out, smoke=args.smoke, profiles=profiles)
+                print(f"bench written: {out / 'bench.json'} ({report['bench_seconds']:.0f} s)")
         elif args.command == "params":
             from .book.pages import config_for
 

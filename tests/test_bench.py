@@ -3,7 +3,7 @@
 import json
 import re
 
-from redlib.bench.run import SMOKE_TEST_COMMANDS, append_history, run_bench
+from redlib.bench.run import SMOKE_TEST_COMMANDS, append_history, run_bench, update_pages
 from redlib.core.runtime import project_root
 
 
@@ -38,3 +38,18 @@ def test_bench_times_exactly_the_makefile_test_recipes():
         recipes += [line.strip().replace("$(PY)", "{python}") for line in block.splitlines()]
     assert re.search(r"^test:.*\bunit notebooks$", makefile, re.M)
     assert recipes == SMOKE_TEST_COMMANDS
+
+
+def test_retiming_one_page_updates_only_its_entry_and_fills_the_given_cache(tmp_path):
+    run_bench(tmp_path, smoke=True, notebooks=["reproduce"])
+    before = json.loads((tmp_path / "bench.json").read_text())
+    cache = tmp_path / "cold-cache"
+    update_pages(tmp_path, "smoke", ["toy_experiments"], cache)
+    after = json.loads((tmp_path / "bench.json").read_text())
+    block = after["notebooks"]["smoke"]
+    assert block["per_notebook"]["reproduce"] == before["notebooks"]["smoke"]["per_notebook"]["reproduce"]
+    toy = block["per_notebook"]["toy_experiments"]
+    assert toy["wall_seconds"] > 0 and toy["stage_seconds"] and toy["git_commit"] and toy["measured_at"]
+    assert block["total_from_parts"] and block["total_seconds"] >= toy["wall_seconds"]
+    assert after["page_updates"][-1]["notebooks"] == ["toy_experiments"] and after["prefix_cache"] == before["prefix_cache"]
+    assert any(cache.rglob("*.safetensors"))  # the timed run's stages stay in the folder given

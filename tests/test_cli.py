@@ -21,6 +21,12 @@ def run_cli(*args):
         (["run", "toy_experiments", "-p", "profile", "fulll"], "unknown profile 'fulll'"),
         (["run", "toy_experimentz"], "unknown notebook 'toy_experimentz'"),
         (["book", "--profile", "huge"], "unknown profile 'huge'"),
+        (["bench", "--notebooks", "task9"], "unknown notebook 'task9'"),
+        (["bench", "--cache", "/tmp"], "--cache needs --notebooks"),
+        (["bench", "--notebooks", "toy_experiments", "--cache", str(Path(__file__).parent)], "is not empty"),
+        (["run", "task1_addition", "-p", "number_format", "roman"], "allowed: whole, digits"),
+        (["run", "task1_addition", "-p", "data_source", "web"], "allowed: text, released"),
+        (["run", "task1_addition", "-p", "profile", "smoke", "-p", "pairs_test_share", "0.95"], "'pairs_test_share' must be"),
         (["run", "task1_addition", "-p", "backbone", "/no/such/Qwen3-0.6B"], "does not exist"),
         (["run", "task1_addition", "-p", "split", "random"], "allowed: pairs, iid"),
         # constraints the configs know, checked before any kernel starts (on the smoke profile: a case that

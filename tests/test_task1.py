@@ -15,7 +15,7 @@ def tiny_run(tiny_qwen, tmp_path_factory):
                                         head_lr=1e-2)
     store = Store(tmp_path_factory.mktemp("cache"))
     bb = Backbone(cfg.backbone, cfg.k_trainable)
-    return cfg, bb, store, task1.run(cfg, 0, "pairs", bb, store)
+    return cfg, bb, store, task1.run(cfg, 0, task1.Setting("pairs"), bb, store)
 
 
 def test_every_method_is_scored(tiny_run):
@@ -23,7 +23,8 @@ def test_every_method_is_scored(tiny_run):
     t = task1.evaluate(run)
     assert list(t["overall"]["method"]) == list(methods.METHODS)
     assert t["overall"]["accuracy"].between(0, 1).all() and len(t["per_range"]) == 5 * len(methods.METHODS)
-    assert t["overall"]["boundary_accuracy"].between(0, 1).all() and (t["overall"]["split"] == "pairs").all()
+    assert t["overall"]["boundary_accuracy"].between(0, 1).all() and (t["overall"]["run"] == "pairs").all()
+    assert t["overall"]["errors within ±2"].dropna().between(0, 1).all()
     preds = methods.predict(run.red)
     np.testing.assert_allclose(preds["softmax MoE"][1].sum(1), 1.0, rtol=1e-5)
     assert (preds["oracle experts"][1].argmax(1) == run.frames["test"]["range"].to_numpy()).all()
@@ -34,7 +35,7 @@ def test_every_method_is_scored(tiny_run):
 def test_rerun_loads_every_stage_from_the_cache(tiny_run):
     cfg, bb, store, run = tiny_run
     hits, misses = store.hits, store.misses
-    again = task1.run(cfg, 0, "pairs", bb, store)
+    again = task1.run(cfg, 0, task1.Setting("pairs"), bb, store)
     assert store.misses == misses and store.hits - hits == misses  # every stage of the first run is loaded
     a, b = task1.evaluate(run)["overall"], task1.evaluate(again)["overall"]
     assert a["accuracy"].tolist() == b["accuracy"].tolist()
@@ -48,3 +49,19 @@ def test_case_study_routes_each_query(tiny_run):
     assert df["RED answer"].between(2, 100).all()
     full = task1.case_study(run, bb)  # the paper's four queries, with the paper's weights beside ours
     assert list(full["query"]) == list(task1.PAPER_CASES) and full["paper answer"].tolist() == [85, 51, 22, 41]
+
+
+def test_settings_put_the_claims_setting_first_and_add_digits_on_pairs():
+    cfg = task1.Task1Config.from_params(profile="smoke")
+    assert [st.label for st in cfg.settings] == ["iid", "pairs", "pairs, digits"]
+    assert cfg.settings[2].description.endswith("digit-spaced numbers")
+    none = task1.Task1Config.from_params(profile="smoke", digits_variant_on="none", splits_reported="iid")
+    assert [st.label for st in none.settings] == ["iid"]
+    digits = task1.Task1Config.from_params(profile="smoke", number_format="digits")  # no variant of a variant
+    assert [st.label for st in digits.settings] == ["iid, digits", "pairs, digits"]
+
+
+def test_tokenization_table_counts_digit_tokens(tiny_qwen):
+    df = task1.tokenization(Backbone(str(tiny_qwen), 1))
+    whole, digits = df.set_index("number format")["text"]
+    assert "47" in whole and "4 7" in digits

@@ -167,9 +167,9 @@ def throughput(n: int, reps: int) -> dict:
                        "moe_experts_and_router": sum(p.numel() for p in [*moe.parameters(), *router.parameters()])}}
 
 
-def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = None) -> dict:
-    """Cold wall time and kernel peak memory of each notebook (fresh results folder and cache)."""
-    env = {**os.environ, "REDLIB_CACHE": str(workdir / "cache"), "REDLIB_PROGRESS": "0"}
+def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = None, cache: Path | None = None) -> dict:
+    """Cold wall time and kernel peak memory of each notebook (fresh results folder and cache: `cache` if given)."""
+    env = {**os.environ, "REDLIB_CACHE": str(cache or workdir / "cache"), "REDLIB_PROGRESS": "0"}
     out = {}
     for name in notebooks or list(NOTEBOOKS):
         nb_out = workdir / "book" / f"{name}.ipynb"
@@ -180,6 +180,7 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
                        env=env, check=True, cwd=project_root(), capture_output=True)
         prov = json.loads((workdir / "results" / profile / name / "claims.json").read_text())["provenance"]
         out[name] = {"wall_seconds": time.perf_counter() - t, "kernel_seconds": prov["wall_seconds"],
+                     "git_commit": prov.get("git_commit"),
                      "peak_rss_mb": prov["peak_rss_mb"],
                      "stage_seconds": (prov.get("stages") or {}).get("computed_seconds_by_kind", {})}
     return out
@@ -202,6 +203,31 @@ def profile_passes(profile: str, workdir: Path, passes: int, notebooks: list[str
     builds = [r["build"] for r in runs if r["build"] is not None]
     return {"passes": passes, "per_notebook": per_notebook, "book_build_seconds": statistics.median(builds) if builds else None,
             "total_seconds": statistics.median(r["total"] for r in runs), "total": spread([r["total"] for r in runs])}
+
+
+def update_pages(out: Path, profile: str, notebooks: list[str], cache: Path | None = None) -> dict:
+    """Time some notebooks cold (one pass) and update only their entries in <out>/bench.json; the rest is kept.
+
+    The profile's total becomes the sum of its parts (every notebook's last cold time plus the build), flagged
+    `total_from_parts`, since the pages were not all timed in one pass.
+    """
+    path = out / "bench.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: run the whole bench (`make bench`) once before re-timing pages")
+    report = json.loads(path.read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        times = notebook_times(profile, Path(tmp), notebooks, cache)
+    block = report.setdefault("notebooks", {}).setdefault(
+        profile, {"passes": 1, "per_notebook": {}, "book_build_seconds": None, "total_seconds": None})
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    for name, t in times.items():
+        block["per_notebook"][name] = {**t, "wall": spread([t["wall_seconds"]]), "measured_at": stamp}
+    block["total_seconds"] = sum(t["wall_seconds"] for t in block["per_notebook"].values()) + (block["book_build_seconds"] or 0)
+    block["total_from_parts"] = True
+    report.setdefault("page_updates", []).append({"profile": profile, "notebooks": notebooks, "at": stamp,
+                                                  "git_commit": git_commit()})
+    path.write_text(json.dumps(jsonable(report), indent=2) + "\n")
+    return report
 
 
 def book_build_seconds(workdir: Path) -> float:
@@ -250,7 +276,7 @@ def profile_task1(profile: str, top: int = 15) -> str:
     bb = Backbone(cfg.backbone, cfg.k_trainable)
     with tempfile.TemporaryDirectory() as tmp:
         prof = cProfile.Profile()
-        prof.runcall(task1.run, cfg, cfg.seed, cfg.split, bb, Store(tmp))
+        prof.runcall(task1.run, cfg, cfg.seed, cfg.settings[0], bb, Store(tmp))
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).strip_dirs().sort_stats("cumulative").print_stats(top)
     return buf.getvalue()

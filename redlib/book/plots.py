@@ -56,9 +56,9 @@ def domain_bars(df: pd.DataFrame, x: str, y: str, hue: str, title: str, ylabel: 
 
 
 def method_bars(overall: pd.DataFrame, title: str):
-    """Test accuracy per method and split (one row per seed in `overall`), sd over seeds as error bars."""
+    """Test accuracy per method and setting (`run`; one row per seed in `overall`), sd over seeds as error bars."""
     fig, ax = plt.subplots(figsize=(10, 3.8))
-    sns.barplot(overall, x="method", y="accuracy", hue="split", errorbar="sd", ax=ax)
+    sns.barplot(overall, x="method", y="accuracy", hue="run", errorbar="sd", ax=ax)
     ax.set(xlabel="", ylabel="test accuracy", ylim=(0, 1), title=title)
     ax.tick_params(axis="x", rotation=20)
     fig.tight_layout()

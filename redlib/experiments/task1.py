@@ -23,7 +23,19 @@ from ..red import methods
 from ..red.cost import parameter_cost
 from ..red.encoders import TextEncoder
 from ..red.pipeline import RedConfig, RedRun, TaskData, run_red
-from ..tasks.arithmetic import BOUNDARY_SUMS, MAX_SUM, N_CLASSES, RANGE_NAMES, TEMPLATES, Task1Spec, make_task1
+from ..tasks.arithmetic import (
+    BOUNDARY_SUMS,
+    DATA_SOURCES,
+    MAX_SUM,
+    N_CLASSES,
+    NUMBER_FORMATS,
+    RANGE_NAMES,
+    TEMPLATES,
+    VAL_SHARE,
+    Task1Spec,
+    format_numbers,
+    make_task1,
+)
 
 NAMESPACE = "task1"
 # The paper's case study (section 4.11, from ../shared/paper/results_4.6-4.12_digest.md): each query with the
@@ -49,6 +61,10 @@ class Task1Config(RedConfig):
     k_trainable: int = 2
     split: str = "iid"
     splits_reported: str | None = None
+    number_format: str = "whole"
+    digits_variant_on: str | None = None
+    data_source: str = "text"
+    pairs_test_share: float = 0.2
     dataset_size: str | None = None
     operand_min: int = 1
     operand_max: int = 50
@@ -58,10 +74,14 @@ class Task1Config(RedConfig):
     SIZES: ClassVar[dict[str, tuple[int, int, int]]] = {
         "final": (64_000, 8_000, 8_000), "first": (20_000, 2_500, 2_500), "tiny": (2_000, 250, 250)}
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {
-        "split": ("pairs", "iid"), "splits_reported": ("pairs", "iid", "pairs,iid"), "dataset_size": tuple(SIZES)}
+        "split": ("pairs", "iid"), "splits_reported": ("pairs", "iid", "pairs,iid"), "number_format": NUMBER_FORMATS,
+        "digits_variant_on": ("none", "pairs", "iid", "pairs,iid"), "data_source": DATA_SOURCES,
+        "dataset_size": tuple(SIZES)}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "splits_reported": "pairs,iid"},
-        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "backbone_epochs": 10, "splits_reported": "pairs,iid"},
+        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "splits_reported": "pairs,iid",
+                  "digits_variant_on": "pairs"},
+        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "backbone_epochs": 60, "splits_reported": "pairs,iid",
+                 "digits_variant_on": "pairs"},
     }
 
     def check(self) -> None:
@@ -74,6 +94,9 @@ class Task1Config(RedConfig):
                                  f"{MAX_SUM}), got [{self.operand_min}, {self.operand_max}]")
         if self.n_templates > len(TEMPLATES):
             raise ParameterError(f"parameter 'n_templates' must be in [1, {len(TEMPLATES)}], got {self.n_templates}")
+        if not 0 < self.pairs_test_share <= 1 - 2 * VAL_SHARE:
+            raise ParameterError(f"parameter 'pairs_test_share' must be in (0, {1 - 2 * VAL_SHARE:g}], "
+                                 f"got {self.pairs_test_share}")
 
     def preflight(self) -> None:
         """The backbone folder holds a model with at least k_trainable blocks; the device exists."""
@@ -91,11 +114,40 @@ class Task1Config(RedConfig):
         """The splits this run measures, the main `split` first."""
         return [self.split] + [s for s in str(self.splits_reported).split(",") if s != self.split]
 
+    @property
+    def settings(self) -> list[Setting]:
+        """Every (split, number format) measured: the claims' setting first, then the extensions."""
+        main = [Setting(sp, self.number_format) for sp in self.split_list]
+        extra = str(self.digits_variant_on).split(",") if self.number_format == "whole" else []
+        return main + [Setting(sp, "digits") for sp in extra if sp in self.split_list]
 
-def spec_for(cfg: Task1Config, seed: int, split: str) -> Task1Spec:
-    """The dataset a (config, seed, split) uses."""
+
+SPLIT_LABELS = {"iid": "iid split (the paper's protocol)", "pairs": "pairs split (unseen operand pairs)"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One data setting a Task 1 page measures: a split and a number format."""
+
+    split: str
+    number_format: str = "whole"
+
+    @property
+    def label(self) -> str:
+        """Short name, the `run` column of the tables: "iid", "pairs", "pairs, digits"."""
+        return self.split if self.number_format == "whole" else f"{self.split}, {self.number_format}"
+
+    @property
+    def description(self) -> str:
+        """Long name, for the ledger's extension columns."""
+        return SPLIT_LABELS[self.split] + (", digit-spaced numbers" if self.number_format == "digits" else "")
+
+
+def spec_for(cfg: Task1Config, seed: int, setting: Setting) -> Task1Spec:
+    """The dataset a (config, seed, setting) uses."""
     n_train, n_val, n_test = cfg.SIZES[cfg.dataset_size]
-    return Task1Spec(cfg.operand_min, cfg.operand_max, cfg.n_templates, n_train, n_val, n_test, split, seed)
+    return Task1Spec(cfg.operand_min, cfg.operand_max, cfg.n_templates, n_train, n_val, n_test, setting.split, seed,
+                     setting.number_format, cfg.data_source, cfg.pairs_test_share)
 
 
 def task_data(spec: Task1Spec) -> tuple[TaskData, list[str], dict[str, pd.DataFrame]]:
@@ -112,33 +164,46 @@ def task_data(spec: Task1Spec) -> tuple[TaskData, list[str], dict[str, pd.DataFr
 
 @dataclass
 class Task1Run:
-    """One seed and split: the pipeline's run record and the sample tables it was trained on."""
+    """One seed and setting: the pipeline's run record and the sample tables it was trained on."""
 
-    split: str
+    setting: Setting
     red: RedRun
     frames: dict[str, pd.DataFrame]
 
+    def tag(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The table with this run's seed and setting as columns (`run` is the setting's label)."""
+        s = self.setting
+        return df.assign(seed=self.red.seed, run=s.label, split=s.split, number_format=s.number_format)
 
-def run(cfg: Task1Config, seed: int, split: str, bb: Backbone, store: Store) -> Task1Run:
-    """Every stage for one seed and split (cached stages load): Task 1's data plus one pipeline call."""
-    data, texts, frames = task_data(spec_for(cfg, seed, split))
-    return Task1Run(split, run_red(cfg, data, TextEncoder(bb, texts, store, NAMESPACE), store, seed), frames)
+
+def run(cfg: Task1Config, seed: int, setting: Setting, bb: Backbone, store: Store) -> Task1Run:
+    """Every stage for one seed and setting (cached stages load): Task 1's data plus one pipeline call."""
+    data, texts, frames = task_data(spec_for(cfg, seed, setting))
+    return Task1Run(setting, run_red(cfg, data, TextEncoder(bb, texts, store, NAMESPACE), store, seed), frames)
+
+
+NEAR = 2  # an error within this many of the true sum is a near miss
 
 
 def evaluate(r: Task1Run) -> dict[str, pd.DataFrame]:
-    """Test scores of every method (overall, boundary sums, per range) and the router's own accuracy."""
-    boundary = np.isin(r.frames["test"]["sum"].to_numpy(), BOUNDARY_SUMS)
-    overall, per_range = methods.score(r.red, "test", subsets={"boundary": boundary})
-    return {"overall": overall.assign(split=r.split), "per_range": per_range.assign(split=r.split),
-            "router_accuracy": methods.router_accuracy(r.red).assign(split=r.split),
-            "stage_seconds": pd.DataFrame([r.red.seconds]).assign(seed=r.red.seed, split=r.split),
-            "epochs": pd.DataFrame(r.red.epochs).assign(seed=r.red.seed, split=r.split)}
+    """Test scores of every method (overall, boundary sums, near misses, per range) and the router's own accuracy."""
+    sums = r.frames["test"]["sum"].to_numpy()
+    overall, per_range = methods.score(r.red, "test", subsets={"boundary": np.isin(sums, BOUNDARY_SUMS)})
+    near = {}
+    for name, (pred, _) in methods.predict(r.red).items():
+        off = np.abs(pred + 2 - sums)[pred + 2 != sums]
+        near[name] = float(np.mean(off <= NEAR)) if len(off) else np.nan
+    overall[f"errors within ±{NEAR}"] = overall["method"].map(near)
+    return {"overall": r.tag(overall), "per_range": r.tag(per_range),
+            "router_accuracy": r.tag(methods.router_accuracy(r.red)),
+            "stage_seconds": r.tag(pd.DataFrame([r.red.seconds])), "epochs": r.tag(pd.DataFrame(r.red.epochs))}
 
 
 def case_study(r: Task1Run, bb: Backbone, queries: list[str] = QUERIES) -> pd.DataFrame:
     """RED's router weights and the routed methods' answers for a few questions, beside the paper's (after `run`)."""
+    texts = [format_numbers(q, r.setting.number_format) for q in queries]
     with torch.no_grad():
-        h = bb(bb.tokenize(queries)).to(r.red.head.weight.device)  # (Q, d)
+        h = bb(bb.tokenize(texts)).to(r.red.head.weight.device)  # (Q, d)
     built = methods.methods(r.red, ["global head", "softmax MoE", "RED"])
     _, alpha = built["RED"](h)
     answers = {name: m(h)[0].argmax(-1) + 2 for name, m in built.items()}
@@ -147,17 +212,18 @@ def case_study(r: Task1Run, bb: Backbone, queries: list[str] = QUERIES) -> pd.Da
              **{f"{name} answer": int(a[j]) for name, a in answers.items()},
              **({f"paper alpha {n}": v for n, v in zip(names, PAPER_CASES[q][0])} | {"paper answer": PAPER_CASES[q][1]}
                 if q in PAPER_CASES else {})} for j, q in enumerate(queries)]
-    return pd.DataFrame(rows).assign(seed=r.red.seed, split=r.split)
+    return r.tag(pd.DataFrame(rows))
 
 
 def data_table(cfg: Task1Config) -> pd.DataFrame:
-    """Sizes, distinct questions, train/test overlap and samples per range of each split, first seed."""
+    """Sizes, distinct questions, train/test overlap and samples per range of each setting, first seed."""
     rows = []
-    for sp in cfg.split_list:
-        frames = make_task1(spec_for(cfg, cfg.seed, sp))
+    for st in cfg.settings:
+        frames = make_task1(spec_for(cfg, cfg.seed, st))
         train_q = set(frames["train"]["text"])
         for part, df in frames.items():
-            rows.append({"split": sp, "part": part, "samples": len(df), "distinct questions": df["text"].nunique(),
+            rows.append({"run": st.label, "part": part, "samples": len(df), "distinct questions": df["text"].nunique(),
+                         "example": df["text"].iloc[0],
                          "test samples whose question is in train":
                              int(df["text"].isin(train_q).sum()) if part == "test" else "-",
                          **{r.split()[0]: int((df["range"] == i).sum()) for i, r in enumerate(RANGE_NAMES)}})
@@ -170,30 +236,41 @@ def cost(bb: Backbone, cfg: Task1Config) -> pd.DataFrame:
     return parameter_cost(bb, cfg, len(RANGE_NAMES), N_CLASSES, tokens)
 
 
-SPLIT_LABELS = {"iid": "iid split (the paper's protocol)", "pairs": "pairs split (unseen operand pairs)"}
+def tokenization(bb: Backbone, question: str = COST_QUESTION) -> pd.DataFrame:
+    """How the backbone's tokenizer splits one question in each number format."""
+    rows = []
+    for fmt in NUMBER_FORMATS:
+        text = format_numbers(question, fmt)
+        pieces = bb.tokenizer.tokenize(text)
+        rows.append({"number format": fmt, "text": text, "tokens": " | ".join(pieces), "token count": len(pieces)})
+    return pd.DataFrame(rows)
+
+
 NOT_DEPLOYABLE = ("oracle experts", "RED (true range)")  # both route by the true range
 SHARED_MOE = "softmax MoE (RED's router)"
 E_FAMILY = ("uniform averaging", "softmax MoE", SHARED_MOE)  # mixtures of the same experts E_i
 
 
 def claims(cfg: Task1Config, t: dict[str, pd.DataFrame]) -> dict[str, dict]:
-    """The measurement behind every Task 1 claim on the main split; each other split measured beside it as an extension."""
-    out = _measured(cfg, t, cfg.split)
-    for sp in cfg.split_list[1:]:
-        for cid, entry in _measured(cfg, t, sp).items():
-            if entry.get("split") == sp:  # claims that depend on the split
-                out[cid].setdefault("extensions", {})[SPLIT_LABELS[sp]] = entry
+    """The measurement behind every Task 1 claim in the main setting; each other setting measured beside it as an extension."""
+    main, *others = cfg.settings
+    out = _measured(cfg, t, main)
+    for st in others:
+        for cid, entry in _measured(cfg, t, st).items():
+            if entry.get("run") == st.label:  # claims that depend on the data setting
+                out[cid].setdefault("extensions", {})[st.description] = entry
     return out
 
 
-def _measured(cfg: Task1Config, t: dict[str, pd.DataFrame], sp: str) -> dict[str, dict]:
-    ov = t["overall"][t["overall"]["split"] == sp]
-    pr = t["per_range"][t["per_range"]["split"] == sp].set_index(["seed", "method", "range"])["accuracy"]
+def _measured(cfg: Task1Config, t: dict[str, pd.DataFrame], st: Setting) -> dict[str, dict]:
+    ov = t["overall"][t["overall"]["run"] == st.label]
+    pr = t["per_range"][t["per_range"]["run"] == st.label].set_index(["seed", "method", "range"])["accuracy"]
     acc = ov.pivot_table(index="seed", columns="method", values="accuracy")  # seeds x methods
     deployable = [m for m in ov["method"].unique() if m not in NOT_DEPLOYABLE]
     seeds = list(acc.index)
     ranges = lambda m: [pr.xs((s, m), level=("seed", "method")).tolist() for s in seeds]  # noqa: E731
-    common = {"split": sp, "backbone": cfg.backbone}
+    common = {"run": st.label, "split": st.split, "number_format": st.number_format, "data_source": cfg.data_source,
+              "backbone": cfg.backbone}
     out: dict[str, dict] = {}
     for m, k in PAPER_KEYS.items():
         for metric, suffix in (("accuracy", "acc"), ("macro_f1", "f1")):
@@ -209,7 +286,7 @@ def _measured(cfg: Task1Config, t: dict[str, pd.DataFrame], sp: str) -> dict[str
         value={m: float(acc[m].mean()) for m in ["oracle experts", *E_FAMILY]},
         measure="oracle vs the methods that mix the same experts E_i", red_true_range=float(acc["RED (true range)"].mean()),
         **common)
-    rt = t["router_accuracy"][t["router_accuracy"]["split"] == sp].pivot_table(
+    rt = t["router_accuracy"][t["router_accuracy"]["run"] == st.label].pivot_table(
         index="seed", columns="split_part", values="router_accuracy")
     out["t1.router.acc"] = measure.bound(rt["test"], train=float(rt["train"].mean()), val=float(rt["val"].mean()), **common)
     bnd = ov.pivot_table(index="seed", columns="method", values="boundary_accuracy")
@@ -230,9 +307,9 @@ def _measured(cfg: Task1Config, t: dict[str, pd.DataFrame], sp: str) -> dict[str
 
 
 def overall_summary(overall: pd.DataFrame) -> pd.DataFrame:
-    """Mean and sd over seeds of accuracy, macro-F1 and boundary accuracy per split and method, beside the paper's."""
+    """Mean and sd over seeds of accuracy, macro-F1 and boundary accuracy per setting and method, beside the paper's."""
     paper = load_claims()
-    summary = overall.groupby(["split", "method"], sort=False)[["accuracy", "macro_f1", "boundary_accuracy"]].agg(
+    summary = overall.groupby(["run", "method"], sort=False)[["accuracy", "macro_f1", "boundary_accuracy"]].agg(
         ["mean", "std"])
     summary.columns = [f"{m} {s}" for m, s in summary.columns]
     for col, suffix in (("paper accuracy", "acc"), ("paper macro-F1", "f1")):
@@ -240,16 +317,21 @@ def overall_summary(overall: pd.DataFrame) -> pd.DataFrame:
     return summary
 
 
-def per_range_table(per_range: pd.DataFrame, split: str) -> pd.DataFrame:
-    """Accuracy per method (rows) and range (columns) on a split, mean over seeds."""
-    main = per_range[per_range["split"] == split]
+def per_range_table(per_range: pd.DataFrame, run: str) -> pd.DataFrame:
+    """Accuracy per method (rows) and range (columns) in one setting (its label), mean over seeds."""
+    main = per_range[per_range["run"] == run]
     return main.pivot_table(index="method", columns="range", values="accuracy", aggfunc="mean", sort=False)
 
 
-def range_intervals(per_range: pd.DataFrame, split: str, method: str, seed: int) -> pd.DataFrame:
-    """One method's accuracy per range on a split and seed, with distinct inputs and the 95% Wilson interval."""
-    sel = per_range[(per_range["split"] == split) & (per_range["method"] == method) & (per_range["seed"] == seed)]
-    return sel[["range", "accuracy", "distinct inputs", "ci95 low", "ci95 high"]]
+def range_intervals(per_range: pd.DataFrame, method: str, seed: int) -> pd.DataFrame:
+    """One method's accuracy per range in each setting for one seed, with distinct inputs and the 95% Wilson interval."""
+    sel = per_range[(per_range["method"] == method) & (per_range["seed"] == seed)]
+    return sel[["run", "range", "accuracy", "distinct inputs", "ci95 low", "ci95 high"]]
+
+
+def near_misses(overall: pd.DataFrame) -> pd.DataFrame:
+    """Share of each method's errors within ±NEAR of the true sum, per setting (mean over seeds)."""
+    return overall.pivot_table(index="method", columns="run", values=f"errors within ±{NEAR}", sort=False)
 
 
 def paper_per_range(columns) -> pd.DataFrame:
@@ -259,10 +341,11 @@ def paper_per_range(columns) -> pd.DataFrame:
                         index=columns).T
 
 
-def confusions(r: Task1Run, overall: pd.DataFrame, split: str) -> dict[str, pd.DataFrame]:
+def confusions(r: Task1Run, overall: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Confusion matrices (true vs predicted sum) of the best and the worst deployable method on one run's test part."""
     preds = methods.predict(r.red)
-    acc = overall[(overall["split"] == split) & ~overall["method"].isin(NOT_DEPLOYABLE)].groupby("method")["accuracy"].mean()
+    mine = (overall["run"] == r.setting.label) & ~overall["method"].isin(NOT_DEPLOYABLE)
+    acc = overall[mine].groupby("method")["accuracy"].mean()
     acc = acc[[m for m in overall["method"].unique() if m in acc.index]]
     y_true, sums = r.frames["test"]["sum"].to_numpy(), list(range(2, 2 + N_CLASSES))
     return {f"{m} (accuracy {acc[m]:.3f})": confusion(y_true, preds[m][0] + 2, labels=sums)
@@ -271,14 +354,14 @@ def confusions(r: Task1Run, overall: pd.DataFrame, split: str) -> dict[str, pd.D
 
 def findings(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> str:
     """The page's conclusions in words, from its tables and the ledger's verdicts."""
-    paper, sp, ov = load_claims(), cfg.split, t["overall"]
-    acc = {s: ov[ov["split"] == s].groupby("method")["accuracy"].mean() for s in cfg.split_list}
+    paper, (main, *others), ov = load_claims(), cfg.settings, t["overall"]
+    acc = {st.label: ov[ov["run"] == st.label].groupby("method")["accuracy"].mean() for st in cfg.settings}
     rt = t["router_accuracy"]
-    router = rt[(rt["split"] == sp) & (rt["split_part"] == "test")]["router_accuracy"].mean()
+    router = rt[(rt["run"] == main.label) & (rt["split_part"] == "test")]["router_accuracy"].mean()
     counts = pd.Series(v).value_counts()
-    a = acc[sp]
+    a = acc[main.label]
     lines = [
-        f"- Under the paper's protocol ({SPLIT_LABELS[sp]}) RED reaches accuracy {a['RED']:.3f}, the softmax MoE with its "
+        f"- In the claims' setting ({main.description}) RED reaches accuracy {a['RED']:.3f}, the softmax MoE with its "
         f"own gate {a['softmax MoE']:.3f}, the global head {a['global head']:.3f} and uniform averaging "
         f"{a['uniform averaging']:.3f} (paper: " + ", ".join(f"{paper[f't1.{k}.acc']['paper']}" for k in
                                                             ("red", "moe", "global", "uniform"))
@@ -296,8 +379,17 @@ def findings(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) ->
         f"- The RED variants: the code's logit form reaches {a['RED code variant']:.3f}, joint tuning "
         f"(stage 4) {a['RED stage 4']:.3f}.",
     ]
-    lines += [f"- Our extension, the **{SPLIT_LABELS[s]}**, asks for generalisation instead of recall: "
-              + ", ".join(f"{m} {acc[s][m]:.3f}" for m in ORDER) + "." for s in cfg.split_list if s != sp]
+    lines += [f"- Our extension, the **{st.description}**: " + ", ".join(f"{m} {acc[st.label][m]:.3f}" for m in ORDER)
+              + f"; oracle experts {acc[st.label]['oracle experts']:.3f}." for st in others]
+    for st in others:
+        whole = Setting(st.split)
+        if st.number_format == "digits" and whole.label in acc:
+            lines.append(f"- Digit-spaced numbers on the {SPLIT_LABELS[st.split]} change accuracy by " + ", ".join(
+                f"{acc[st.label][m] - acc[whole.label][m]:+.3f} ({m})" for m in ("RED", "softmax MoE", "oracle experts"))
+                + " against whole numbers.")
+    near = ov[ov["method"] == "RED"].groupby("run", sort=False)[f"errors within ±{NEAR}"].mean()
+    lines.append(f"- Share of RED's errors within ±{NEAR} of the true sum: "
+                 + ", ".join(f"{r} {x:.0%}" for r, x in near.items()) + ".")
     lines.append(f"- Of the {len(v)} claims measured on this page, " + ", ".join(f"{n} {k}" for k, n in counts.items())
                  + f" under the paper's protocol (value claims with tolerance {VALUE_TOL}, backbone `{cfg.backbone}`).")
     return "\n".join(lines)

@@ -1,14 +1,20 @@
 """Arithmetic Task 1 (addition): questions, answer classes 2..100, output ranges R1-R5, splits, JSONL export.
 
 Only (hi - lo + 1)^2 distinct operand pairs exist (2,500 for [1, 50]), so a dataset of tens of thousands
-of samples repeats pairs. `split="pairs"` divides the distinct pairs 8:1:1 (no pair in two splits: test
-measures generalisation); `split="iid"` samples as the paper does, so the same question can be in train
-and test (test measures recall).
+of samples repeats pairs. `split="iid"` samples as the paper does, so the same question can be in train
+and test (test measures recall); `split="pairs"` first divides the distinct pairs (test share
+`test_share`, val 10%, the rest train: no pair in two splits, so test measures generalisation).
+
+Two data sources: `text`, the paper's text (a, b uniform in [operand_min, operand_max]), and `released`,
+the authors' released generator (the sum s uniform over 2..99, then a uniform in [0, s] and b = s - a).
+Two number formats: `whole` ("57", the paper's template) and `digits` ("5 7": one token per digit on a
+WordPiece backbone, as Qwen3's tokenizer reads numbers).
 """
 
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,12 +37,23 @@ MIN_SUM, MAX_SUM = 2, 100
 N_CLASSES = MAX_SUM - MIN_SUM + 1  # 99 answer classes: 2..100
 BOUNDARY_SUMS = (20, 21, 40, 41, 60, 61, 80, 81)
 SPLITS = ("pairs", "iid")
+NUMBER_FORMATS = ("whole", "digits")
+DATA_SOURCES = ("text", "released")
+RELEASED_MAX_SUM = 99  # the released generator draws sums 2..99
+VAL_SHARE = 0.1  # share of the distinct pairs in val on the pairs split
 
 
 def range_of(s) -> np.ndarray:
     """Range index 0-4 (R1..R5) of each sum."""
     s = np.asarray(s)
     return np.clip(np.searchsorted([hi for _, hi in RANGES], s, side="left"), 0, len(RANGES) - 1)
+
+
+def format_numbers(text: str, number_format: str) -> str:
+    """The text with every integer written whole ("57") or digit by digit ("5 7")."""
+    if number_format not in NUMBER_FORMATS:
+        raise ValueError(f"unknown number_format {number_format!r}; allowed: {', '.join(NUMBER_FORMATS)}")
+    return text if number_format == "whole" else re.sub(r"\d+", lambda m: " ".join(m.group()), text)
 
 
 def label_of(s) -> np.ndarray:
@@ -56,40 +73,59 @@ class Task1Spec:
     n_test: int = 8_000
     split: str = "pairs"
     seed: int = 0
+    number_format: str = "whole"
+    data_source: str = "text"
+    test_share: float = 0.2  # share of the distinct pairs in test, pairs split only
 
     def __post_init__(self):
-        if self.split not in SPLITS:
-            raise ValueError(f"unknown split {self.split!r}; allowed: {', '.join(SPLITS)}")
+        for name, allowed in (("split", SPLITS), ("number_format", NUMBER_FORMATS), ("data_source", DATA_SOURCES)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}; allowed: {', '.join(allowed)}")
+        if not 0 < self.test_share <= 1 - 2 * VAL_SHARE:
+            raise ValueError(f"test_share must be in (0, {1 - 2 * VAL_SHARE:g}], got {self.test_share}")
         if not 1 <= self.n_templates <= len(TEMPLATES):
             raise ValueError(f"n_templates must be in [1, {len(TEMPLATES)}], got {self.n_templates}")
         if not 1 <= self.operand_min <= self.operand_max or 2 * self.operand_max > MAX_SUM:
             raise ValueError(f"operands must satisfy 1 <= min <= max <= 50, got [{self.operand_min}, {self.operand_max}]")
 
 
-def _frame(a: np.ndarray, b: np.ndarray, t: np.ndarray) -> pd.DataFrame:
+def _frame(a: np.ndarray, b: np.ndarray, t: np.ndarray, number_format: str) -> pd.DataFrame:
     s = a + b
-    text = [TEMPLATES[ti].format(a=ai, b=bi) for ai, bi, ti in zip(a.tolist(), b.tolist(), t.tolist())]
+    text = [format_numbers(TEMPLATES[ti].format(a=ai, b=bi), number_format)
+            for ai, bi, ti in zip(a.tolist(), b.tolist(), t.tolist())]
     return pd.DataFrame({"a": a, "b": b, "template": t, "text": text, "sum": s, "label": label_of(s), "range": range_of(s)})
+
+
+def question_pool(spec: Task1Spec) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Every distinct operand pair (a, b) the source can produce and the probability it draws each one."""
+    if spec.data_source == "text":  # a, b uniform: every pair equally likely
+        ops = torch.arange(spec.operand_min, spec.operand_max + 1)
+        a, b = (t.flatten() for t in torch.meshgrid(ops, ops, indexing="ij"))
+        return a, b, torch.full((len(a),), 1 / len(a), dtype=torch.float64)
+    sums = torch.arange(MIN_SUM, RELEASED_MAX_SUM + 1)  # released: s uniform, then a uniform in [0, s]
+    s = torch.repeat_interleave(sums, sums + 1)
+    a = torch.cat([torch.arange(v + 1) for v in sums.tolist()])
+    return a, s - a, 1 / (len(sums) * (s + 1).double())
 
 
 def make_task1(spec: Task1Spec) -> dict[str, pd.DataFrame]:
     """Train/val/test frames with columns a, b, template, text, sum, label (sum - 2), range (0-4)."""
     gen = generator(spec.seed)
-    ops = torch.arange(spec.operand_min, spec.operand_max + 1)
-    pa, pb = (t.flatten() for t in torch.meshgrid(ops, ops, indexing="ij"))
+    pa, pb, weight = question_pool(spec)
     n = {"train": spec.n_train, "val": spec.n_val, "test": spec.n_test}
     if spec.split == "pairs":
         perm = torch.randperm(len(pa), generator=gen)
-        n_val = n_test = len(perm) // 10
+        n_test, n_val = round(spec.test_share * len(perm)), round(VAL_SHARE * len(perm))
         pools = {"test": perm[:n_test], "val": perm[n_test:n_test + n_val], "train": perm[n_test + n_val:]}
-        picks = {k: pools[k][torch.randint(len(pools[k]), (n[k],), generator=gen)] for k in ("train", "val", "test")}
+        picks = {k: pools[k][torch.multinomial(weight[pools[k]], n[k], replacement=True, generator=gen)]
+                 for k in ("train", "val", "test")}
     else:
-        idx = torch.randint(len(pa), (sum(n.values()),), generator=gen)
+        idx = torch.multinomial(weight, sum(n.values()), replacement=True, generator=gen)
         picks = {"train": idx[: n["train"]], "val": idx[n["train"]: n["train"] + n["val"]], "test": idx[n["train"] + n["val"]:]}
     out = {}
     for k, p in picks.items():
         t = torch.randint(spec.n_templates, (len(p),), generator=gen)
-        out[k] = _frame(pa[p].numpy(), pb[p].numpy(), t.numpy())
+        out[k] = _frame(pa[p].numpy(), pb[p].numpy(), t.numpy(), spec.number_format)
     return out
 
 
