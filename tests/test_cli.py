@@ -28,7 +28,7 @@ def run_cli(*args):
         (["run", "task1_addition", "-p", "data_source", "web"], "allowed: text, released"),
         (["run", "task1_addition", "-p", "profile", "smoke", "-p", "pairs_test_share", "0.95"], "'pairs_test_share' must be"),
         (["run", "task1_addition", "-p", "backbone", "/no/such/Qwen3-0.6B"], "does not exist"),
-        (["run", "task1_addition", "-p", "split", "random"], "allowed: pairs, iid"),
+        (["run", "task1_addition", "-p", "split", "random"], "allowed: iid, pairs"),
         # constraints the configs know, checked before any kernel starts (on the smoke profile: a case that
         # slipped through would cost seconds, not a full run)
         (["run", "task1_addition", "-p", "profile", "smoke", "-p", "router_hidden", "-5"], "'router_hidden' >= 1"),
@@ -70,7 +70,7 @@ def test_export_writes_jsonl(tmp_path):
 
 def test_export_rejects_bad_parameters():
     proc = run_cli("export", "test", "--out", "/tmp/x.jsonl", "-p", "split", "random")
-    assert proc.returncode == 2 and "allowed: pairs, iid" in proc.stderr
+    assert proc.returncode == 2 and "allowed: iid, pairs" in proc.stderr
 
 
 @pytest.mark.parametrize(

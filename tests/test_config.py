@@ -83,7 +83,7 @@ def test_parameter_table_documents_every_experiment_parameter():
         assert list(rows["parameter"]) == cls.param_names()
         assert (rows["description"] != "").all(), rows[rows["description"] == ""]["parameter"].tolist()
     split = table[(table["notebook"] == "task1_addition") & (table["parameter"] == "split")].iloc[0]
-    assert split["allowed"] == "pairs, iid"
+    assert split["allowed"] == "iid, pairs"
 
 
 def test_expert_hidden_zero_means_a_linear_expert_and_says_so():

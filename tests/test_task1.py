@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from redlib.core.store import Store
-from redlib.experiments import task1
+from redlib.experiments import ranges, task1
 from redlib.models.backbone import Backbone
 from redlib.red import methods
 
@@ -20,7 +20,7 @@ def tiny_run(tiny_qwen, tmp_path_factory):
 
 def test_every_method_is_scored(tiny_run):
     _, _, _, run = tiny_run
-    t = task1.evaluate(run)
+    t = ranges.evaluate(run)
     assert list(t["overall"]["method"]) == list(methods.METHODS)
     assert t["overall"]["accuracy"].between(0, 1).all() and len(t["per_range"]) == 5 * len(methods.METHODS)
     assert t["overall"]["boundary_accuracy"].between(0, 1).all() and (t["overall"]["run"] == "pairs").all()
@@ -37,7 +37,7 @@ def test_rerun_loads_every_stage_from_the_cache(tiny_run):
     hits, misses = store.hits, store.misses
     again = task1.run(cfg, 0, task1.Setting("pairs"), bb, store)
     assert store.misses == misses and store.hits - hits == misses  # every stage of the first run is loaded
-    a, b = task1.evaluate(run)["overall"], task1.evaluate(again)["overall"]
+    a, b = ranges.evaluate(run)["overall"], ranges.evaluate(again)["overall"]
     assert a["accuracy"].tolist() == b["accuracy"].tolist()
 
 

@@ -1,7 +1,8 @@
-"""Arithmetic Task 1 (addition) on the RED pipeline: its data, its config, its tables and its claims.
+"""Arithmetic Task 1 (addition) on the RED pipeline: its config, its data, its own tables and its claims.
 
 The task hands the pipeline the distinct questions as items (a backbone over them is the encoder) and,
-per split, each sample's question id, answer class (sum - 2) and range R1-R5 as its domain.
+per split, each sample's question id, answer class (sum - 2) and range R1-R5 as its domain; runs,
+scores and the per-method claims are the range tasks' (`ranges.py`).
 """
 
 from __future__ import annotations
@@ -11,18 +12,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
-import torch
 
 from ..core import measure
 from ..core.claims import VALUE_TOL, load_claims
 from ..core.config import ParameterError
-from ..core.metrics import confusion
 from ..core.store import Store
-from ..models.backbone import Backbone, BackboneError, block_count, resolve_backbone
-from ..red import methods
+from ..models.backbone import Backbone
 from ..red.cost import parameter_cost
-from ..red.encoders import TextEncoder
-from ..red.pipeline import RedConfig, RedRun, TaskData, run_red
 from ..tasks.arithmetic import (
     BOUNDARY_SUMS,
     DATA_SOURCES,
@@ -36,6 +32,8 @@ from ..tasks.arithmetic import (
     format_numbers,
     make_task1,
 )
+from . import ranges
+from .ranges import NEAR, NOT_DEPLOYABLE, ORDER, SPLIT_LABELS, Setting
 
 NAMESPACE = "task1"
 # The paper's case study (section 4.11, from ../shared/paper/results_4.6-4.12_digest.md): each query with the
@@ -48,47 +46,30 @@ PAPER_CASES = {
 }
 QUERIES = list(PAPER_CASES)
 COST_QUESTION = TEMPLATES[0].format(a=47, b=38)  # the question router compute is counted on: two two-digit operands
-# the paper's name of each method in the claims file (t1.<key>.acc ...)
-PAPER_KEYS = {"global head": "global", "uniform averaging": "uniform", "softmax MoE": "moe", "RED": "red"}
-ORDER = ["RED", "softmax MoE", "global head", "uniform averaging"]
 
 
 @dataclass
-class Task1Config(RedConfig):
+class Task1Config(ranges.RangeTaskConfig):
     """Arithmetic Task 1 (addition): backbone stage, range experts, routers, RED and the four baselines."""
 
-    backbone: str = "embedded"
-    k_trainable: int = 2
-    split: str = "iid"
-    splits_reported: str | None = None
-    number_format: str = "whole"
-    digits_variant_on: str | None = None
     data_source: str = "text"
     pairs_test_share: float = 0.2
-    dataset_size: str | None = None
     operand_min: int = 1
     operand_max: int = 50
     n_templates: int = 1
 
     NOTEBOOK: ClassVar[str] = "task1_addition"
-    SIZES: ClassVar[dict[str, tuple[int, int, int]]] = {
-        "final": (64_000, 8_000, 8_000), "first": (20_000, 2_500, 2_500), "tiny": (2_000, 250, 250)}
-    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {
-        "split": ("pairs", "iid"), "splits_reported": ("pairs", "iid", "pairs,iid"), "number_format": NUMBER_FORMATS,
-        "digits_variant_on": ("none", "pairs", "iid", "pairs,iid"), "data_source": DATA_SOURCES,
-        "dataset_size": tuple(SIZES)}
+    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**ranges.range_choices(("iid", "pairs")), "data_source": DATA_SOURCES}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "splits_reported": "pairs,iid",
+        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "splits_reported": "iid,pairs",
                   "digits_variant_on": "pairs"},
-        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "backbone_epochs": 60, "splits_reported": "pairs,iid",
+        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "backbone_epochs": 60, "splits_reported": "iid,pairs",
                  "digits_variant_on": "pairs"},
     }
 
     def check(self) -> None:
         super().check()
         self.require_positive("n_templates")
-        if self.k_trainable < 0:
-            raise ParameterError(f"parameter 'k_trainable' must be >= 0, got {self.k_trainable}")
         if not 1 <= self.operand_min <= self.operand_max or 2 * self.operand_max > MAX_SUM:
             raise ParameterError(f"operands must satisfy 1 <= operand_min <= operand_max <= {MAX_SUM // 2} (sums up to "
                                  f"{MAX_SUM}), got [{self.operand_min}, {self.operand_max}]")
@@ -98,115 +79,24 @@ class Task1Config(RedConfig):
             raise ParameterError(f"parameter 'pairs_test_share' must be in (0, {1 - 2 * VAL_SHARE:g}], "
                                  f"got {self.pairs_test_share}")
 
-    def preflight(self) -> None:
-        """The backbone folder holds a model with at least k_trainable blocks; the device exists."""
-        super().preflight()
-        try:
-            blocks = block_count(resolve_backbone(self.backbone))
-        except BackboneError as err:
-            raise ParameterError(str(err)) from None
-        if blocks is not None and self.k_trainable > blocks:
-            raise ParameterError(f"parameter 'k_trainable' must be in [0, {blocks}] for backbone {self.backbone!r} "
-                                 f"({blocks} blocks), got {self.k_trainable}")
-
-    @property
-    def split_list(self) -> list[str]:
-        """The splits this run measures, the main `split` first."""
-        return [self.split] + [s for s in str(self.splits_reported).split(",") if s != self.split]
-
-    @property
-    def settings(self) -> list[Setting]:
-        """Every (split, number format) measured: the claims' setting first, then the extensions."""
-        main = [Setting(sp, self.number_format) for sp in self.split_list]
-        extra = str(self.digits_variant_on).split(",") if self.number_format == "whole" else []
-        return main + [Setting(sp, "digits") for sp in extra if sp in self.split_list]
-
-
-SPLIT_LABELS = {"iid": "iid split (the paper's protocol)", "pairs": "pairs split (unseen operand pairs)"}
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One data setting a Task 1 page measures: a split and a number format."""
-
-    split: str
-    number_format: str = "whole"
-
-    @property
-    def label(self) -> str:
-        """Short name, the `run` column of the tables: "iid", "pairs", "pairs, digits"."""
-        return self.split if self.number_format == "whole" else f"{self.split}, {self.number_format}"
-
-    @property
-    def description(self) -> str:
-        """Long name, for the ledger's extension columns."""
-        return SPLIT_LABELS[self.split] + (", digit-spaced numbers" if self.number_format == "digits" else "")
-
 
 def spec_for(cfg: Task1Config, seed: int, setting: Setting) -> Task1Spec:
     """The dataset a (config, seed, setting) uses."""
-    n_train, n_val, n_test = cfg.SIZES[cfg.dataset_size]
+    n_train, n_val, n_test = cfg.sizes
     return Task1Spec(cfg.operand_min, cfg.operand_max, cfg.n_templates, n_train, n_val, n_test, setting.split, seed,
                      setting.number_format, cfg.data_source, cfg.pairs_test_share)
 
 
-def task_data(spec: Task1Spec) -> tuple[TaskData, list[str], dict[str, pd.DataFrame]]:
-    """The pipeline's view of a Task 1 dataset, the distinct questions (items), and the sample tables."""
-    frames = make_task1(spec)
-    texts = sorted(set().union(*(set(df["text"]) for df in frames.values())))
-    index = {t: i for i, t in enumerate(texts)}
-    col = lambda name: {k: torch.tensor(df[name].to_numpy()) for k, df in frames.items()}  # noqa: E731
-    ids = {k: torch.tensor(df["text"].map(index).to_numpy()) for k, df in frames.items()}
-    data = TaskData(NAMESPACE, ids, col("label"), col("range"), [str(s) for s in range(2, 2 + N_CLASSES)],
-                    list(RANGE_NAMES), {"spec": asdict(spec)}, domain_kind="range")
-    return data, texts, frames
-
-
-@dataclass
-class Task1Run:
-    """One seed and setting: the pipeline's run record and the sample tables it was trained on."""
-
-    setting: Setting
-    red: RedRun
-    frames: dict[str, pd.DataFrame]
-
-    def tag(self, df: pd.DataFrame) -> pd.DataFrame:
-        """The table with this run's seed and setting as columns (`run` is the setting's label)."""
-        s = self.setting
-        return df.assign(seed=self.red.seed, run=s.label, split=s.split, number_format=s.number_format)
-
-
-def run(cfg: Task1Config, seed: int, setting: Setting, bb: Backbone, store: Store) -> Task1Run:
+def run(cfg: Task1Config, seed: int, setting: Setting, bb: Backbone, store: Store) -> ranges.RangeRun:
     """Every stage for one seed and setting (cached stages load): Task 1's data plus one pipeline call."""
-    data, texts, frames = task_data(spec_for(cfg, seed, setting))
-    return Task1Run(setting, run_red(cfg, data, TextEncoder(bb, texts, store, NAMESPACE), store, seed), frames)
+    spec = spec_for(cfg, seed, setting)
+    return ranges.run(cfg, NAMESPACE, seed, setting, make_task1(spec), {"spec": asdict(spec)}, bb, store)
 
 
-NEAR = 2  # an error within this many of the true sum is a near miss
-
-
-def evaluate(r: Task1Run) -> dict[str, pd.DataFrame]:
-    """Test scores of every method (overall, boundary sums, near misses, per range) and the router's own accuracy."""
-    sums = r.frames["test"]["sum"].to_numpy()
-    overall, per_range = methods.score(r.red, "test", subsets={"boundary": np.isin(sums, BOUNDARY_SUMS)})
-    near = {}
-    for name, (pred, _) in methods.predict(r.red).items():
-        off = np.abs(pred + 2 - sums)[pred + 2 != sums]
-        near[name] = float(np.mean(off <= NEAR)) if len(off) else np.nan
-    overall[f"errors within ±{NEAR}"] = overall["method"].map(near)
-    return {"overall": r.tag(overall), "per_range": r.tag(per_range),
-            "router_accuracy": r.tag(methods.router_accuracy(r.red)),
-            "stage_seconds": r.tag(pd.DataFrame([r.red.seconds])), "epochs": r.tag(pd.DataFrame(r.red.epochs))}
-
-
-def case_study(r: Task1Run, bb: Backbone, queries: list[str] = QUERIES) -> pd.DataFrame:
+def case_study(r: ranges.RangeRun, bb: Backbone, queries: list[str] = QUERIES) -> pd.DataFrame:
     """RED's router weights and the routed methods' answers for a few questions, beside the paper's (after `run`)."""
     texts = [format_numbers(q, r.setting.number_format) for q in queries]
-    with torch.no_grad():
-        h = bb(bb.tokenize(texts)).to(r.red.head.weight.device)  # (Q, d)
-    built = methods.methods(r.red, ["global head", "softmax MoE", "RED"])
-    _, alpha = built["RED"](h)
-    answers = {name: m(h)[0].argmax(-1) + 2 for name, m in built.items()}
+    answers, alpha = ranges.routed_answers(r, bb, texts, ["global head", "softmax MoE", "RED"])
     names = [r.split()[0] for r in RANGE_NAMES]
     rows = [{"query": q, **{f"alpha {n}": float(alpha[j, i]) for i, n in enumerate(names)},
              **{f"{name} answer": int(a[j]) for name, a in answers.items()},
@@ -246,7 +136,6 @@ def tokenization(bb: Backbone, question: str = COST_QUESTION) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-NOT_DEPLOYABLE = ("oracle experts", "RED (true range)")  # both route by the true range
 SHARED_MOE = "softmax MoE (RED's router)"
 E_FAMILY = ("uniform averaging", "softmax MoE", SHARED_MOE)  # mixtures of the same experts E_i
 
@@ -254,32 +143,17 @@ E_FAMILY = ("uniform averaging", "softmax MoE", SHARED_MOE)  # mixtures of the s
 def claims(cfg: Task1Config, t: dict[str, pd.DataFrame]) -> dict[str, dict]:
     """The measurement behind every Task 1 claim in the main setting; each other setting measured beside it as an extension."""
     main, *others = cfg.settings
-    out = _measured(cfg, t, main)
-    for st in others:
-        for cid, entry in _measured(cfg, t, st).items():
-            if entry.get("run") == st.label:  # claims that depend on the data setting
-                out[cid].setdefault("extensions", {})[st.description] = entry
-    return out
+    return ranges.with_extensions(_measured(cfg, t, main), {st: _measured(cfg, t, st) for st in others})
 
 
 def _measured(cfg: Task1Config, t: dict[str, pd.DataFrame], st: Setting) -> dict[str, dict]:
-    ov = t["overall"][t["overall"]["run"] == st.label]
-    pr = t["per_range"][t["per_range"]["run"] == st.label].set_index(["seed", "method", "range"])["accuracy"]
-    acc = ov.pivot_table(index="seed", columns="method", values="accuracy")  # seeds x methods
-    deployable = [m for m in ov["method"].unique() if m not in NOT_DEPLOYABLE]
+    out, m = ranges.measured("t1", t, st, {"data_source": cfg.data_source, "backbone": cfg.backbone})
+    ov, acc, ranges_of, common = m["overall"], m["acc"], m["ranges"], m["common"]
     seeds = list(acc.index)
-    ranges = lambda m: [pr.xs((s, m), level=("seed", "method")).tolist() for s in seeds]  # noqa: E731
-    common = {"run": st.label, "split": st.split, "number_format": st.number_format, "data_source": cfg.data_source,
-              "backbone": cfg.backbone}
-    out: dict[str, dict] = {}
-    for m, k in PAPER_KEYS.items():
-        for metric, suffix in (("accuracy", "acc"), ("macro_f1", "f1")):
-            out[f"t1.{k}.{suffix}"] = measure.value(ov[ov["method"] == m].set_index("seed")[metric].loc[seeds], **common)
-        out[f"t1.{k}.per_range"] = measure.per_range(ranges(m), **common)
-    out["t1.order"] = {**measure.ordering(acc, ORDER), **common}
+    deployable = [x for x in ov["method"].unique() if x not in NOT_DEPLOYABLE]
     out["t1.red.all_ranges_high"] = measure.bound(
-        [min(r) for r in ranges("RED")], 0.80, 1.0, measure="RED's lowest per-range accuracy",
-        others_lowest_range={m: float(np.mean([min(r) for r in ranges(m)])) for m in deployable if m != "RED"}, **common)
+        [min(r) for r in ranges_of("RED")], 0.80, 1.0, measure="RED's lowest per-range accuracy",
+        others_lowest_range={x: float(np.mean([min(r) for r in ranges_of(x)])) for x in deployable if x != "RED"}, **common)
     out["t1.oracle.upper_bound"] = measure.order(
         [all(acc.loc[s, "oracle experts"] >= acc.loc[s, m] for m in E_FAMILY) for s in seeds],
         all(acc["oracle experts"].mean() >= acc[m].mean() for m in E_FAMILY),
@@ -304,52 +178,6 @@ def _measured(cfg: Task1Config, t: dict[str, pd.DataFrame], st: Setting) -> dict
         claim_needs="a ratio of at least 10 (one order of magnitude)",
         embedded_backbone=float(here["MoE / RED expert parameters"]))
     return out
-
-
-def overall_summary(overall: pd.DataFrame) -> pd.DataFrame:
-    """Mean and sd over seeds of accuracy, macro-F1 and boundary accuracy per setting and method, beside the paper's."""
-    paper = load_claims()
-    summary = overall.groupby(["run", "method"], sort=False)[["accuracy", "macro_f1", "boundary_accuracy"]].agg(
-        ["mean", "std"])
-    summary.columns = [f"{m} {s}" for m, s in summary.columns]
-    for col, suffix in (("paper accuracy", "acc"), ("paper macro-F1", "f1")):
-        summary[col] = [paper.get(f"t1.{PAPER_KEYS.get(m, '-')}.{suffix}", {}).get("paper") for _, m in summary.index]
-    return summary
-
-
-def per_range_table(per_range: pd.DataFrame, run: str) -> pd.DataFrame:
-    """Accuracy per method (rows) and range (columns) in one setting (its label), mean over seeds."""
-    main = per_range[per_range["run"] == run]
-    return main.pivot_table(index="method", columns="range", values="accuracy", aggfunc="mean", sort=False)
-
-
-def range_intervals(per_range: pd.DataFrame, method: str, seed: int) -> pd.DataFrame:
-    """One method's accuracy per range in each setting for one seed, with distinct inputs and the 95% Wilson interval."""
-    sel = per_range[(per_range["method"] == method) & (per_range["seed"] == seed)]
-    return sel[["run", "range", "accuracy", "distinct inputs", "ci95 low", "ci95 high"]]
-
-
-def near_misses(overall: pd.DataFrame) -> pd.DataFrame:
-    """Share of each method's errors within ±NEAR of the true sum, per setting (mean over seeds)."""
-    return overall.pivot_table(index="method", columns="run", values=f"errors within ±{NEAR}", sort=False)
-
-
-def paper_per_range(columns) -> pd.DataFrame:
-    """The paper's per-range accuracy of the four methods it reports, as rows 'paper: <method>'."""
-    paper = load_claims()
-    return pd.DataFrame({f"paper: {m}": paper[f"t1.{k}.per_range"]["paper"] for m, k in PAPER_KEYS.items()},
-                        index=columns).T
-
-
-def confusions(r: Task1Run, overall: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Confusion matrices (true vs predicted sum) of the best and the worst deployable method on one run's test part."""
-    preds = methods.predict(r.red)
-    mine = (overall["run"] == r.setting.label) & ~overall["method"].isin(NOT_DEPLOYABLE)
-    acc = overall[mine].groupby("method")["accuracy"].mean()
-    acc = acc[[m for m in overall["method"].unique() if m in acc.index]]
-    y_true, sums = r.frames["test"]["sum"].to_numpy(), list(range(2, 2 + N_CLASSES))
-    return {f"{m} (accuracy {acc[m]:.3f})": confusion(y_true, preds[m][0] + 2, labels=sums)
-            for m in (acc.idxmax(), acc.idxmin())}
 
 
 def findings(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> str:

@@ -1,0 +1,245 @@
+"""Arithmetic tasks whose experts own answer ranges R1-R5 (Task 1, Task 2): runs, scores, tables and value claims.
+
+A task hands over sample frames (columns text, label = answer - 2, range 0-4); the distinct texts are the
+pipeline's items and a backbone over them its encoder. Each run is one seed in one data `Setting`: a split
+and a number format. Tables carry the setting's label in a `run` column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..core import measure
+from ..core.claims import load_claims
+from ..core.config import ParameterError
+from ..core.metrics import confusion
+from ..core.store import Store
+from ..models.backbone import Backbone, BackboneError, block_count, resolve_backbone
+from ..red import methods
+from ..red.encoders import TextEncoder
+from ..red.pipeline import RedConfig, RedRun, TaskData, run_red
+from ..tasks.arithmetic import BOUNDARY_SUMS, MIN_SUM, N_CLASSES, NUMBER_FORMATS, RANGE_NAMES
+
+SPLIT_LABELS = {"iid": "iid split (the paper's protocol)", "pairs": "pairs split (unseen operand pairs)",
+                "isolated": "isolated split (no symbolic form in two splits)"}
+# the paper's name of each method in the claims file (t1.<key>.acc, t2.<key>.per_range ...)
+PAPER_KEYS = {"global head": "global", "uniform averaging": "uniform", "softmax MoE": "moe", "RED": "red"}
+ORDER = ["RED", "softmax MoE", "global head", "uniform averaging"]
+NOT_DEPLOYABLE = ("oracle experts", "RED (true range)")  # both route by the true range
+NEAR = 2  # an error within this many of the true answer is a near miss
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One data setting a page measures: a split and a number format."""
+
+    split: str
+    number_format: str = "whole"
+
+    @property
+    def label(self) -> str:
+        """Short name, the `run` column of the tables: "iid", "pairs", "pairs, digits"."""
+        return self.split if self.number_format == "whole" else f"{self.split}, {self.number_format}"
+
+    @property
+    def description(self) -> str:
+        """Long name, for the ledger's extension columns."""
+        return SPLIT_LABELS[self.split] + (", digit-spaced numbers" if self.number_format == "digits" else "")
+
+
+SIZES = {"final": (64_000, 8_000, 8_000), "first": (20_000, 2_500, 2_500), "tiny": (2_000, 250, 250)}
+
+
+def range_choices(splits: tuple[str, str]) -> dict[str, tuple[Any, ...]]:
+    """The choice parameters of RangeTaskConfig for a task with these two splits (the paper's protocol first)."""
+    a, b = splits
+    both = (a, b, f"{a},{b}", f"{b},{a}")
+    return {"split": splits, "splits_reported": both, "number_format": NUMBER_FORMATS,
+            "digits_variant_on": ("none", *both), "dataset_size": tuple(SIZES)}
+
+
+@dataclass
+class RangeTaskConfig(RedConfig):
+    """What every range task's page takes beyond the pipeline: backbone, splits, number format, dataset size."""
+
+    backbone: str = "embedded"
+    k_trainable: int = 2
+    split: str = "iid"
+    splits_reported: str | None = None
+    number_format: str = "whole"
+    digits_variant_on: str | None = None
+    dataset_size: str | None = None
+
+    SIZES: ClassVar[dict[str, tuple[int, int, int]]] = SIZES
+
+    def check(self) -> None:
+        super().check()
+        if self.k_trainable < 0:
+            raise ParameterError(f"parameter 'k_trainable' must be >= 0, got {self.k_trainable}")
+
+    def preflight(self) -> None:
+        """The backbone folder holds a model with at least k_trainable blocks; the device exists."""
+        super().preflight()
+        try:
+            blocks = block_count(resolve_backbone(self.backbone))
+        except BackboneError as err:
+            raise ParameterError(str(err)) from None
+        if blocks is not None and self.k_trainable > blocks:
+            raise ParameterError(f"parameter 'k_trainable' must be in [0, {blocks}] for backbone {self.backbone!r} "
+                                 f"({blocks} blocks), got {self.k_trainable}")
+
+    @property
+    def settings(self) -> list[Setting]:
+        """Every (split, number format) measured: the claims' setting first, then the extensions."""
+        splits = [self.split] + [s for s in str(self.splits_reported).split(",") if s != self.split]
+        extra = str(self.digits_variant_on).split(",") if self.number_format == "whole" else []
+        return [Setting(sp, self.number_format) for sp in splits] + [Setting(sp, "digits") for sp in extra if sp in splits]
+
+    @property
+    def sizes(self) -> tuple[int, int, int]:
+        """Train, val and test samples."""
+        return self.SIZES[str(self.dataset_size)]
+
+
+Domain = tuple[str, list[str], str]  # the frames' domain column, the domains' names, what tables call a domain
+RANGES: Domain = ("range", list(RANGE_NAMES), "range")
+
+
+def task_data(namespace: str, frames: dict[str, pd.DataFrame], key: dict, domain: Domain = RANGES) -> tuple[TaskData, list[str]]:
+    """The pipeline's view of sample frames (text, label and the domain column per split) and the distinct texts."""
+    column, names, kind = domain
+    texts = sorted(set().union(*(set(df["text"]) for df in frames.values())))
+    index = {t: i for i, t in enumerate(texts)}
+    col = lambda name: {k: torch.tensor(df[name].to_numpy()) for k, df in frames.items()}  # noqa: E731
+    ids = {k: torch.tensor(df["text"].map(index).to_numpy()) for k, df in frames.items()}
+    data = TaskData(namespace, ids, col("label"), col(column), [str(s) for s in range(MIN_SUM, MIN_SUM + N_CLASSES)],
+                    names, key, domain_kind=kind)
+    return data, texts
+
+
+@dataclass
+class RangeRun:
+    """One seed and setting: the pipeline's run record and the sample frames it was trained on."""
+
+    setting: Setting
+    red: RedRun
+    frames: dict[str, pd.DataFrame]
+
+    def tag(self, df: pd.DataFrame) -> pd.DataFrame:
+        """The table with this run's seed and setting as columns (`run` is the setting's label)."""
+        s = self.setting
+        return df.assign(seed=self.red.seed, run=s.label, split=s.split, number_format=s.number_format)
+
+
+def run(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: dict[str, pd.DataFrame], key: dict,
+        bb: Backbone, store: Store, domain: Domain = RANGES) -> RangeRun:
+    """Every pipeline stage for one seed and setting (cached stages load)."""
+    data, texts = task_data(namespace, frames, key, domain)
+    return RangeRun(setting, run_red(cfg, data, TextEncoder(bb, texts, store, namespace), store, seed), frames)
+
+
+def evaluate(r: RangeRun, subsets: dict[str, np.ndarray] | None = None) -> dict[str, pd.DataFrame]:
+    """Test scores of every method (overall, boundary answers, near misses, `subsets`, per range), the router's own
+    accuracy, and each stage's seconds and epochs."""
+    answers = r.frames["test"]["label"].to_numpy() + MIN_SUM
+    masks = {"boundary": np.isin(answers, BOUNDARY_SUMS), **(subsets or {})}
+    overall, per_range = methods.score(r.red, "test", subsets=masks)
+    near = {}
+    for name, (pred, _) in methods.predict(r.red).items():
+        off = np.abs(pred + MIN_SUM - answers)[pred + MIN_SUM != answers]
+        near[name] = float(np.mean(off <= NEAR)) if len(off) else np.nan
+    overall[f"errors within ±{NEAR}"] = overall["method"].map(near)
+    return {"overall": r.tag(overall), "per_range": r.tag(per_range),
+            "router_accuracy": r.tag(methods.router_accuracy(r.red)),
+            "stage_seconds": r.tag(pd.DataFrame([r.red.seconds])), "epochs": r.tag(pd.DataFrame(r.red.epochs))}
+
+
+def routed_answers(r: RangeRun, bb: Backbone, texts: list[str], names: list[str]) -> tuple[dict[str, np.ndarray], Any]:
+    """Answers of the named methods on new texts, and RED's routing weights (Q, 5) (call right after `run`)."""
+    with torch.no_grad():
+        h = bb(bb.tokenize(texts)).to(r.red.head.weight.device)  # (Q, d)
+    built = methods.methods(r.red, names)
+    _, alpha = methods.methods(r.red, ["RED"])["RED"](h)
+    return {name: (m(h)[0].argmax(-1) + MIN_SUM).cpu().numpy() for name, m in built.items()}, alpha
+
+
+def measured(prefix: str, t: dict[str, pd.DataFrame], st: Setting, common: dict) -> tuple[dict[str, dict], dict]:
+    """The per-method claims `<prefix>.<method>.acc|f1|per_range` and `<prefix>.order` in one setting, and the
+    setting's tables (overall, per-range accuracy by (seed, method, range), accuracy seeds x methods)."""
+    paper = load_claims()
+    ov = t["overall"][t["overall"]["run"] == st.label]
+    pr = t["per_range"][t["per_range"]["run"] == st.label].set_index(["seed", "method", "range"])["accuracy"]
+    acc = ov.pivot_table(index="seed", columns="method", values="accuracy")  # seeds x methods
+    seeds = list(acc.index)
+    ranges = lambda m: [pr.xs((s, m), level=("seed", "method")).tolist() for s in seeds]  # noqa: E731
+    common = {"run": st.label, "split": st.split, "number_format": st.number_format, **common}
+    out: dict[str, dict] = {}
+    for m, k in PAPER_KEYS.items():
+        for metric, suffix in (("accuracy", "acc"), ("macro_f1", "f1")):
+            if f"{prefix}.{k}.{suffix}" in paper:
+                out[f"{prefix}.{k}.{suffix}"] = measure.value(ov[ov["method"] == m].set_index("seed")[metric].loc[seeds],
+                                                              **common)
+        out[f"{prefix}.{k}.per_range"] = measure.per_range(ranges(m), **common)
+    out[f"{prefix}.order"] = {**measure.ordering(acc, ORDER), **common}
+    return out, {"overall": ov, "acc": acc, "ranges": ranges, "common": common}
+
+
+def with_extensions(main: dict[str, dict], others: dict[Setting, dict[str, dict]]) -> dict[str, dict]:
+    """The claims' setting's measurements, with each other setting's measurement of a claim as a labelled extension."""
+    for st, entries in others.items():
+        for cid, entry in entries.items():
+            if entry.get("run") == st.label:  # claims that depend on the data setting
+                main[cid].setdefault("extensions", {})[st.description] = entry
+    return main
+
+
+def overall_summary(overall: pd.DataFrame, prefix: str, extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Mean and sd over seeds of accuracy, macro-F1 and boundary accuracy (and `extra` columns) per setting and
+    method, beside the paper's."""
+    paper = load_claims()
+    summary = overall.groupby(["run", "method"], sort=False)[["accuracy", "macro_f1", "boundary_accuracy", *extra]].agg(
+        ["mean", "std"])
+    summary.columns = [f"{m} {s}" for m, s in summary.columns]
+    for col, suffix in (("paper accuracy", "acc"), ("paper macro-F1", "f1")):
+        summary[col] = [paper.get(f"{prefix}.{PAPER_KEYS.get(m, '-')}.{suffix}", {}).get("paper") for _, m in summary.index]
+    return summary.dropna(axis=1, how="all")
+
+
+def per_range_table(per_range: pd.DataFrame, run_label: str) -> pd.DataFrame:
+    """Accuracy per method (rows) and range (columns) in one setting (its label), mean over seeds."""
+    main = per_range[per_range["run"] == run_label]
+    return main.pivot_table(index="method", columns="range", values="accuracy", aggfunc="mean", sort=False)
+
+
+def range_intervals(per_range: pd.DataFrame, method: str, seed: int) -> pd.DataFrame:
+    """One method's accuracy per range in each setting for one seed, with distinct inputs and the 95% Wilson interval."""
+    sel = per_range[(per_range["method"] == method) & (per_range["seed"] == seed)]
+    return sel[["run", "range", "accuracy", "distinct inputs", "ci95 low", "ci95 high"]]
+
+
+def near_misses(overall: pd.DataFrame) -> pd.DataFrame:
+    """Share of each method's errors within ±NEAR of the true answer, per setting (mean over seeds)."""
+    return overall.pivot_table(index="method", columns="run", values=f"errors within ±{NEAR}", sort=False)
+
+
+def paper_per_range(columns, prefix: str) -> pd.DataFrame:
+    """The paper's per-range accuracy of the four methods it reports, as rows 'paper: <method>'."""
+    paper = load_claims()
+    return pd.DataFrame({f"paper: {m}": paper[f"{prefix}.{k}.per_range"]["paper"] for m, k in PAPER_KEYS.items()},
+                        index=columns).T
+
+
+def confusions(r: RangeRun, overall: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """Confusion matrices (true vs predicted answer) of the best and the worst deployable method on one run's test part."""
+    preds = methods.predict(r.red)
+    mine = (overall["run"] == r.setting.label) & ~overall["method"].isin(NOT_DEPLOYABLE)
+    acc = overall[mine].groupby("method")["accuracy"].mean()
+    acc = acc[[m for m in overall["method"].unique() if m in acc.index]]
+    y_true, answers = r.frames["test"]["label"].to_numpy() + MIN_SUM, list(range(MIN_SUM, MIN_SUM + N_CLASSES))
+    return {f"{m} (accuracy {acc[m]:.3f})": confusion(y_true, preds[m][0] + MIN_SUM, labels=answers)
+            for m in (acc.idxmax(), acc.idxmin())}
