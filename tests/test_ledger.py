@@ -74,3 +74,13 @@ def test_status_names_each_page_and_what_planned_parts_already_have(fake_results
     task2 = status.loc["4.7 Task 2 (mixed arithmetic)"]
     assert task2["page"] == "not yet in this book" and task2["measured"] == 0
     assert status["claims"].sum() == len(load_claims())
+
+
+def test_claims_given_per_named_case_are_judged_case_by_case():
+    from redlib.book.ledger import verdict
+
+    claim = {"kind": "value", "paper": {"all": 0.99, "2": 0.99, "3": 0.99}}
+    assert verdict(claim, {"value": {"all": 0.98, "2": 0.97, "3": 1.0}}) == "holds"
+    assert verdict(claim, {"value": {"all": 0.98, "2": 0.5, "3": 1.0}}) == "partly"
+    assert verdict(claim, {"value": {"all": 0.1, "2": 0.5, "3": 0.2}}) == "does not hold"
+    assert verdict(claim, {"value": {"other": 0.9}}) == "not measured"

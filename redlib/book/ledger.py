@@ -63,6 +63,12 @@ def verdict(claim: dict[str, Any], entry: dict[str, Any] | None, tol: float = VA
         mean = np.asarray(entry["value"], dtype=float)
         inside = np.abs(mean - np.asarray(paper, dtype=float)) <= tol
         return "holds" if inside.all() else "partly" if inside.any() else "does not hold"
+    if isinstance(paper, dict) and isinstance(entry.get("value"), dict):  # per named case (all, 2, 3, 4 steps ...)
+        shared = [k for k in paper if k in entry["value"]]
+        inside = np.array([bool(np.all(np.abs(np.asarray(entry["value"][k], float) - np.asarray(paper[k], float)) <= tol))
+                           for k in shared])
+        if len(inside):
+            return "holds" if inside.all() else "partly" if inside.any() else "does not hold"
     return "not measured"
 
 
