@@ -107,7 +107,9 @@ if bench and "features_cache" in bench and "throughput" in bench:
 # Each notebook executed by papermill, in book order, into a fresh results folder with an empty stage
 # cache, then the strict HTML build; the peak memory is the kernel's maximum resident set size. The
 # smoke profile is timed over several such cold passes (median, min-max); the full profile once, as a
-# repetition costs as long again, so its times carry no spread.
+# repetition costs as long again, so its times carry no spread. A page changed since the last whole
+# bench can be re-timed alone (`make bench BENCH_ARGS="--notebooks NAME"`): the `commit` column says
+# which code each time was measured at, and the whole-book total is then the sum of the parts.
 
 # %% tags=["hide-input"]
 if bench:
@@ -119,6 +121,9 @@ if bench:
     if len(nbt):
         results.table("notebooks", nbt)
         display(plots.styled(nbt, precision=1, hide_index=True))
+    for upd in bench.get("page_updates", []):
+        display(Markdown(f"Re-timed alone at commit `{upd['git_commit'][:12]}` ({upd['at']}, {upd['profile']} profile): "
+                         + ", ".join(f"`{n}`" for n in upd["notebooks"]) + "."))
     built = {p: b for p, b in bench["notebooks"].items() if b["book_build_seconds"] is not None}
     if built:
         display(Markdown("Strict HTML build of the executed notebooks: "
