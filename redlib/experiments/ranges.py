@@ -148,9 +148,10 @@ def evaluate(r: RangeRun, subsets: dict[str, np.ndarray] | None = None) -> dict[
     accuracy, and each stage's seconds and epochs."""
     answers = r.frames["test"]["label"].to_numpy() + MIN_SUM
     masks = {"boundary": np.isin(answers, BOUNDARY_SUMS), **(subsets or {})}
-    overall, per_range = methods.score(r.red, "test", subsets=masks)
+    preds = methods.predict(r.red)
+    overall, per_range = methods.score(r.red, "test", subsets=masks, preds=preds)
     near = {}
-    for name, (pred, _) in methods.predict(r.red).items():
+    for name, (pred, _) in preds.items():
         off = np.abs(pred + MIN_SUM - answers)[pred + MIN_SUM != answers]
         near[name] = float(np.mean(off <= NEAR)) if len(off) else np.nan
     overall[f"errors within ±{NEAR}"] = overall["method"].map(near)

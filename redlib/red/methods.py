@@ -151,14 +151,16 @@ def predict(run: RedRun, split: str = "test", alpha: dict[str, Override] | None 
 
 
 def score(run: RedRun, split: str = "test", subsets: dict[str, np.ndarray] | None = None,
-          alpha: dict[str, Override] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+          alpha: dict[str, Override] | None = None,
+          preds: dict[str, tuple[np.ndarray, np.ndarray | None]] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Accuracy and macro-F1 of every method overall (plus accuracy on each boolean `subsets` mask) and per domain.
 
     Per domain, a 95% Wilson interval counts distinct inputs, not samples: a repeated input is one observation.
+    `preds` reuses predictions already made by `predict` on the same split.
     """
     y, dom, ids = run.data.labels[split].numpy(), run.data.domains[split].numpy(), run.data.ids[split].numpy()
     kind, overall, per_domain = run.data.domain_kind, [], []
-    for name, (pred, _) in predict(run, split, alpha).items():
+    for name, (pred, _) in (preds if preds is not None else predict(run, split, alpha)).items():
         row = {"method": name, "accuracy": accuracy(y, pred), "macro_f1": macro_f1(y, pred, np.unique(y))}
         for sub, mask in (subsets or {}).items():
             row[f"{sub}_accuracy"] = accuracy(y[mask], pred[mask]) if mask.any() else np.nan
