@@ -199,6 +199,17 @@ def with_extensions(main: dict[str, dict], others: dict[Setting, dict[str, dict]
     return main
 
 
+def verdict_tally(v: dict[str, str]) -> str:
+    """How many claims got each verdict, in words: "7 holds, 2 partly, 11 does not hold" -> "verdicts: ..."."""
+    return "verdicts: " + ", ".join(f"{k} {n}" for k, n in pd.Series(v).value_counts().items())
+
+
+def near_miss_words(overall: pd.DataFrame, method: str) -> str:
+    """One method's share of errors within ±NEAR per setting, in words ("no errors" where it made none)."""
+    near = overall[overall["method"] == method].groupby("run", sort=False)[f"errors within ±{NEAR}"].mean()
+    return ", ".join(f"{r} {'no errors' if pd.isna(x) else f'{x:.0%}'}" for r, x in near.items())
+
+
 def overall_summary(overall: pd.DataFrame, prefix: str, extra: tuple[str, ...] = ()) -> pd.DataFrame:
     """Mean and sd over seeds of accuracy, macro-F1 and boundary accuracy (and `extra` columns) per setting and
     method, beside the paper's."""

@@ -186,7 +186,6 @@ def findings(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) ->
     acc = {st.label: ov[ov["run"] == st.label].groupby("method")["accuracy"].mean() for st in cfg.settings}
     rt = t["router_accuracy"]
     router = rt[(rt["run"] == main.label) & (rt["split_part"] == "test")]["router_accuracy"].mean()
-    counts = pd.Series(v).value_counts()
     a = acc[main.label]
     lines = [
         f"- In the claims' setting ({main.description}) RED reaches accuracy {a['RED']:.3f}, the softmax MoE with its "
@@ -215,9 +214,7 @@ def findings(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) ->
             lines.append(f"- Digit-spaced numbers on the {SPLIT_LABELS[st.split]} change accuracy by " + ", ".join(
                 f"{acc[st.label][m] - acc[whole.label][m]:+.3f} ({m})" for m in ("RED", "softmax MoE", "oracle experts"))
                 + " against whole numbers.")
-    near = ov[ov["method"] == "RED"].groupby("run", sort=False)[f"errors within ±{NEAR}"].mean()
-    lines.append(f"- Share of RED's errors within ±{NEAR} of the true sum: "
-                 + ", ".join(f"{r} {x:.0%}" for r, x in near.items()) + ".")
-    lines.append(f"- Of the {len(v)} claims measured on this page, " + ", ".join(f"{n} {k}" for k, n in counts.items())
-                 + f" under the paper's protocol (value claims with tolerance {VALUE_TOL}, backbone `{cfg.backbone}`).")
+    lines.append(f"- Share of RED's errors within ±{NEAR} of the true sum: {ranges.near_miss_words(ov, 'RED')}.")
+    lines.append(f"- The {len(v)} claims measured on this page, under the paper's protocol (value claims with tolerance "
+                 f"{VALUE_TOL}, backbone `{cfg.backbone}`), {ranges.verdict_tally(v)}.")
     return "\n".join(lines)
