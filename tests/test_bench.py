@@ -3,6 +3,7 @@
 import json
 import re
 
+from redlib.bench import report as bench_report
 from redlib.bench.run import SMOKE_TEST_COMMANDS, append_history, run_bench, update_pages
 from redlib.core.runtime import project_root
 
@@ -53,3 +54,5 @@ def test_retiming_one_page_updates_only_its_entry_and_fills_the_given_cache(tmp_
     assert block["total_from_parts"] and block["total_seconds"] >= toy["wall_seconds"]
     assert after["page_updates"][-1]["notebooks"] == ["toy_experiments"] and after["prefix_cache"] == before["prefix_cache"]
     assert any(cache.rglob("*.safetensors"))  # the timed run's stages stay in the folder given
+    table = bench_report.notebooks(after).set_index(["profile", "notebook"])
+    assert table.loc[("smoke", "toy_experiments"), bench_report.CURRENT] == "yes"

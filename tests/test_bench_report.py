@@ -57,3 +57,12 @@ def test_findings_and_profile_table(bench):
     assert lines[0] == f"- {(tt['met'] == 'yes').sum()} of {judged.sum()} targets met on this machine."
     prof = report.cprofile_table(bench["profile"]["cprofile"])
     assert len(prof) and (prof["cumulative s"] >= prof["own s"]).all()
+
+
+def test_a_timing_says_whether_it_ran_todays_profile():
+    now = report.config_for("toy_experiments").from_params(profile="full").asdict()
+    assert report.current_profile("toy_experiments", "full", now) == "yes"
+    assert report.current_profile("toy_experiments", "full", {**now, "hidden": -1}) == "no: hidden"
+    assert report.current_profile("toy_experiments", "full", {**now, "results_dir": "elsewhere"}) == "yes"
+    assert report.current_profile("toy_experiments", "full", None) == "not recorded"
+    assert report.current_profile("no_such_page", "full", now) == "page no longer exists"

@@ -9,6 +9,8 @@ from typing import Any
 
 import pandas as pd
 
+from ..book.pages import config_for
+from ..core.config import ParameterError
 from ..red.pipeline import STAGE_KINDS
 
 
@@ -47,6 +49,9 @@ def prefix_cache(bench: dict) -> pd.DataFrame:
     return cache
 
 
+CURRENT = "timed with today's profile"
+
+
 def notebooks(bench: dict) -> pd.DataFrame:
     """Cold wall time (median, min-max over passes) and peak kernel memory of each notebook, per profile."""
     rows = []
@@ -56,8 +61,21 @@ def notebooks(bench: dict) -> pd.DataFrame:
             rows.append({"profile": prof, "notebook": name, "cold passes": w["reps"],
                          "cold wall s (median)": round(t["wall_seconds"], 1),
                          "min-max s": f"{w['min']:.1f}-{w['max']:.1f}" if w["reps"] > 1 else "",
-                         "peak kernel memory MiB": t["peak_rss_mb"], "commit": (t.get("git_commit") or "")[:12]})
+                         "peak kernel memory MiB": t["peak_rss_mb"], "commit": (t.get("git_commit") or "")[:12],
+                         CURRENT: current_profile(name, prof, t.get("parameters"))})
     return pd.DataFrame(rows)
+
+
+def current_profile(notebook: str, profile: str, timed: dict | None) -> str:
+    """Whether a timing ran the page's profile as it is now: "yes", "no: <changed parameters>" or "not recorded"."""
+    if timed is None:
+        return "not recorded"
+    try:
+        now = config_for(notebook).from_params(profile=profile).asdict()
+    except ParameterError:
+        return "page no longer exists"
+    changed = sorted(k for k in set(now) | set(timed) if k not in ("results_dir", "device") and now.get(k) != timed.get(k))
+    return "yes" if not changed else "no: " + ", ".join(changed)
 
 
 def targets(bench: dict) -> pd.DataFrame:
@@ -124,6 +142,13 @@ def findings(bench: dict, tt: pd.DataFrame, hist: pd.DataFrame) -> list[str]:
     lines += [f"- For reference only (not a target): {t.target}: {t.measured} against {t.goal}, {t.gap}; "
               f"with {steps_ratio}x as many steps per epoch, the work every step pays in both paths weighs more."
               for t in tt[tt["met"] == "reference: no"].itertuples()]
+    nbs = notebooks(bench)
+    stale = nbs[nbs[CURRENT] != "yes"] if len(nbs) else nbs
+    for r in stale.to_dict("records"):
+        changed = r[CURRENT].removeprefix("no: ")
+        lines.append(f"- The {r['profile']} timing of `{r['notebook']}` is not of today's profile (changed since: "
+                     f"{changed}): the totals that include it are out of date until "
+                     f"`make bench BENCH_ARGS='--notebooks {r['notebook']} --profiles {r['profile']}'` re-times it.")
     if bench.get("notebooks"):
         slowest, wall, by_kind = stage_kinds(bench)
         if len(by_kind) >= 2:
