@@ -10,7 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..core.config import NotebookConfig, PageConfig, ParameterError, page_config
+from ..experiments.decomposition import DecompositionConfig
 from ..experiments.task1 import Task1Config
+from ..experiments.task2 import Task2Config
 from ..experiments.toy import ToyConfig
 
 # the book's numbered parts, in order (the intro is the root page, outside them)
@@ -56,11 +58,13 @@ PAGES: list[Page] = [
          "toy experiments A-C (linear, MLP, residual experts)", ("toy",), "toy-claims"),
     Page("task1_addition", "Task 1: addition, RED against four baselines", PARTS[1], Task1Config,
          "4.1-4.6 arithmetic Task 1, RED and four baselines", ("task1_addition",), "t1-claims"),
+    Page("task2_mixed", "Task 2: mixed arithmetic, RED against four baselines", PARTS[1], Task2Config,
+         "4.2.2, 4.7 arithmetic Task 2 end to end", ("task2_mixed",), "t2-claims"),
+    Page("step_decomposition", "Op experts, the step decomposer and program execution", PARTS[1], DecompositionConfig,
+         "4.5.4, 4.5.5, 4.8 op experts, step decomposer, execution", ("step_decomposition",), "sd-claims"),
     _reading("speed_and_memory", "Speed and memory", PARTS[2]),
 ]
 PLANNED: list[Planned] = [
-    Planned("4.7 Task 2 (mixed arithmetic)", ("task2_mixed",)),
-    Planned("4.5.5, 4.8 op experts and the step decomposer", ("step_decomposition",)),
     Planned("MNIST five-domain benchmark (research code)", ("mnist_label5",)),
     Planned("4.9 ablations, routing noise and plug-in modularity", ("ablation", "robustness_modularity")),
     Planned("4.10 cost of training", ("efficiency",)),

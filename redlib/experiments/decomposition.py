@@ -1,0 +1,323 @@
+"""Op experts, the step decomposer and the executor (paper sections 4.5.4, 4.5.5 and 4.8).
+
+- Op experts: the RED pipeline over single steps ("47 - 12"), the two domains being addition and subtraction;
+  each expert trains alone on its operation's steps, over every step the programs can produce.
+- Step decomposer: a trained token tagger (`models/tagger.py`) that turns the raw expression into the program:
+  which number is step 1's left operand, which is each step's right operand and with which operator.
+- Executor: runs a program step by step, each step answered by the op experts under a routing method
+  (RED, the softmax MoE, AllFix = equal weights), feeding x_s into the next step.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..core import measure
+from ..core.claims import load_claims
+from ..core.config import ParameterError
+from ..core.metrics import accuracy, macro_f1
+from ..core.store import Store
+from ..core.train import TrainConfig, fit
+from ..models.backbone import Backbone
+from ..models.tagger import TAGS, Tagger, predict_tags, tag_of, tagging_loss
+from ..red import methods
+from ..tasks.arithmetic import MIN_SUM
+from ..tasks.mixed import OPS, PHRASINGS, Task2Spec, make_task2, parse_mix, step_pairs, step_text
+from . import ranges
+from .ranges import Setting
+
+NAMESPACE = "ops"
+# the executor's routings: the book's name -> the registered method over the op experts
+ROUTINGS = {"RED": "RED", "softmax MoE": "softmax MoE", "AllFix (equal weights)": "uniform averaging",
+            "oracle experts": "oracle experts", "global head": "global head"}
+PAPER_KEYS = {"RED": "red", "softmax MoE": "moe", "AllFix (equal weights)": "allfix"}
+Program = tuple[list[int], str]  # operands in slot order, operators of steps 1..k
+
+
+@dataclass
+class DecompositionConfig(ranges.RangeTaskConfig):
+    """Op experts on the shared backbone, the step decomposer, and program execution under three routings."""
+
+    step_mix: str = "2:0.2,3:0.4,4:0.4"
+    n_phrasings: int = len(PHRASINGS)
+    op_samples: int | None = None
+    tagger_hidden: int = 128
+    tagger_lr: float = 0.001
+    tagger_epochs: int | None = None
+
+    NOTEBOOK: ClassVar[str] = "step_decomposition"
+    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = ranges.range_choices(("iid", "isolated"))
+    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "op_samples": 1000,
+                  "tagger_epochs": 3, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+        "full": {"n_seeds": 3, "dataset_size": "first", "max_epochs": 60, "backbone_epochs": 60, "op_samples": 20_000,
+                 "tagger_epochs": 30, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+    }
+
+    def check(self) -> None:
+        super().check()
+        try:
+            parse_mix(self.step_mix)
+        except ValueError as err:
+            raise ParameterError(f"parameter 'step_mix': {err}") from None
+        self.require_positive("tagger_hidden", "op_samples", "tagger_epochs")
+        self.require_finite("tagger_lr")
+        if not 1 <= self.n_phrasings <= len(PHRASINGS):
+            raise ParameterError(f"parameter 'n_phrasings' must be in [1, {len(PHRASINGS)}], got {self.n_phrasings}")
+
+
+def op_frames(cfg: DecompositionConfig, seed: int, number_format: str) -> dict[str, pd.DataFrame]:
+    """Single-step samples per operation (train, val: drawn from every possible step) and every step once (test)."""
+    pool = step_pairs()
+    pool = pool.assign(text=[step_text(a, op, b, number_format) for a, op, b in zip(pool["left"], pool["op"], pool["right"])],
+                       label=pool["result"] - MIN_SUM, domain=pool["op"].map(OPS.index))
+    rng = np.random.default_rng(seed)
+    n = {"train": cfg.op_samples, "val": max(1, cfg.op_samples // 8)}
+    frames = {part: pd.concat([pool[pool["op"] == op].sample(k, replace=True, random_state=rng) for op in OPS],
+                              ignore_index=True) for part, k in n.items()}
+    return {**frames, "test": pool}
+
+
+def train_ops(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store) -> ranges.RangeRun:
+    """The op experts' pipeline run (cached stages load); its test part holds every possible step once."""
+    frames = op_frames(cfg, seed, setting.number_format)
+    key = {"ops": "every step of [2,100] +- [2,50] in [2,100]", "op_samples": cfg.op_samples, "seed": seed,
+           "number_format": setting.number_format}
+    return ranges.run(cfg, NAMESPACE, seed, setting, frames, key, bb, store, ("domain", ["add", "subtract"], "op"))
+
+
+def execute(ops: ranges.RangeRun, programs: list[Program | None], number_format: str) -> dict[str, np.ndarray]:
+    """Each routing's final answer for each program; -1 for no program, or a step outside the experts' domain
+    (an earlier wrong step left [2, 100])."""
+    test = ops.frames["test"]
+    row = {t: i for i, t in enumerate(test["text"])}
+    h, domains = ops.red.features["test"], ops.red.data.domains["test"]
+    built = methods.methods(ops.red, list(ROUTINGS.values()))
+    steps = max((len(p[1]) for p in programs if p), default=0)
+    out = {}
+    for name, registered in ROUTINGS.items():
+        x = np.array([p[0][0] if p else -1 for p in programs])
+        alive = x >= 0
+        for s in range(steps):
+            todo = [i for i, p in enumerate(programs) if alive[i] and len(p[1]) > s]
+            rows = [row.get(step_text(int(x[i]), programs[i][1][s], programs[i][0][s + 1], number_format)) for i in todo]
+            for i, r in zip(todo, rows):
+                alive[i] &= r is not None
+            todo, rows = [i for i in todo if alive[i]], [r for r in rows if r is not None]
+            if todo:
+                idx = torch.tensor(rows)
+                logits, _ = built[registered](h[idx], domains[idx])
+                x[todo] = logits.argmax(-1).cpu().numpy() + MIN_SUM
+        out[name] = np.where(alive, x, -1)
+    return out
+
+
+def trace(ops: ranges.RangeRun, program: Program, number_format: str) -> pd.DataFrame:
+    """One program executed under RED step by step: the step's text, routing weights, each expert's answer, x_s."""
+    test = ops.frames["test"]
+    row = {t: i for i, t in enumerate(test["text"])}
+    red = methods.methods(ops.red, ["RED"])["RED"]
+    x, rows = program[0][0], []
+    for s, (op, o) in enumerate(zip(program[1], program[0][1:]), start=1):
+        text = step_text(x, op, o, number_format)
+        r = row.get(text)
+        if r is None:
+            rows.append({"step": s, "text": text, "note": "outside the experts' domain"})
+            break
+        hs = ops.red.features["test"][r:r + 1]
+        logits, alpha = red(hs, ops.red.data.domains["test"][r:r + 1])
+        each = {f"expert {n} alone": int((ops.red.head(hs + e(hs))).argmax(-1)) + MIN_SUM
+                for n, e in zip(("add", "subtract"), ops.red.residuals)}
+        x = int(logits.argmax(-1)) + MIN_SUM
+        rows.append({"step": s, "text": text, "alpha add": float(alpha[0, 0]), "alpha subtract": float(alpha[0, 1]),
+                     **each, "answer": x, "true step result": int(test["result"].iloc[r])})
+    return pd.DataFrame(rows)
+
+
+# ---- the step decomposer ----
+
+def number_starts(text: str) -> list[int]:
+    """Character offset of each number in text order ("4 5" in the digits format is one number)."""
+    starts = []
+    for i, c in enumerate(text):
+        glued = i >= 2 and text[i - 1] == " " and text[i - 2].isdigit()
+        if c.isdigit() and not (i and text[i - 1].isdigit()) and not glued:
+            starts.append(i)
+    return starts
+
+
+def read_number(text: str, start: int) -> int | None:
+    """The number written from `start` (digits, possibly single-space separated); None if no digit is there."""
+    digits, i = "", start
+    while i < len(text) and (text[i].isdigit() or (text[i] == " " and i + 1 < len(text) and text[i + 1].isdigit()
+                                                   and digits)):
+        digits += text[i].strip()
+        i += 1
+    return int(digits) if digits else None
+
+
+def encode(bb: Backbone, df: pd.DataFrame, with_tags: bool = True) -> dict[str, torch.Tensor]:
+    """Token ids, mask and character offsets of each text; with gold tags from the record's slots and operators."""
+    enc = bb.tokenizer(df["text"].tolist(), padding=True, return_offsets_mapping=True, return_tensors="pt")
+    out = {"ids": enc["input_ids"], "mask": enc["attention_mask"], "offsets": enc["offset_mapping"]}
+    if with_tags:
+        tags = torch.zeros_like(out["ids"])
+        for n, (text, slots, ops) in enumerate(zip(df["text"], df["slots"], df["ops"])):
+            first_token = {int(s): t for t, (s, e) in enumerate(out["offsets"][n].tolist()) if e > s}
+            for start, slot in zip(number_starts(text), slots):
+                t = first_token.get(start)
+                if t is not None:
+                    tags[n, t] = tag_of(slot, ops[slot - 1] if slot else None)
+        out["tags"] = tags
+    return out
+
+
+def assemble(text: str, tags: list[int], offsets: list[tuple[int, int]]) -> Program | None:
+    """The program the tags describe, or None ("no program") when they do not describe exactly one chain."""
+    found: dict[int, tuple[str, int]] = {}
+    for t, tag in enumerate(tags):
+        if tag == 0:
+            continue
+        name = TAGS[tag]
+        slot, op = (0, "") if name == "first" else (int(name[1:]), name[0])
+        value = read_number(text, offsets[t][0])
+        if slot in found or value is None:
+            return None
+        found[slot] = (op, value)
+    k = len(found) - 1
+    if k < 1 or set(found) != set(range(k + 1)):
+        return None
+    return [found[s][1] for s in range(k + 1)], "".join(found[s][0] for s in range(1, k + 1))
+
+
+def train_decomposer(cfg: DecompositionConfig, seed: int, frames: dict[str, pd.DataFrame], key: dict, bb: Backbone,
+                     store: Store) -> Tagger:
+    """The tagger trained on the train programs (validation: val's), loaded from the cache when already trained."""
+    model = Tagger(bb.full.get_input_embeddings().weight.detach().cpu(), cfg.tagger_hidden)
+    tc = TrainConfig(lr=cfg.tagger_lr, weight_decay=cfg.weight_decay, batch_size=cfg.batch_size,
+                     virtual_batch=cfg.batch_size, max_epochs=cfg.tagger_epochs, patience=cfg.patience, seed=seed,
+                     desc="step decomposer")
+    data = {k: encode(bb, frames[k]) for k in ("train", "val")}
+
+    def train(m: Tagger) -> dict:
+        torch.manual_seed(seed)
+        res = fit(m, tagging_loss, *[(d["ids"], d["mask"], d["tags"]) for d in data.values()], tc)
+        return {"best_epoch": res.best_epoch, "epochs_run": len(res.history)}
+
+    store.module(f"{NAMESPACE}/decomposer", {**key, "backbone": str(bb.path), "train": asdict(tc),
+                                             "hidden": cfg.tagger_hidden, "tags": TAGS}, model, train)
+    return model.eval()
+
+
+def decompose(model: Tagger, bb: Backbone, df: pd.DataFrame) -> list[Program | None]:
+    """The decomposer's program for each text (None: no program)."""
+    enc = encode(bb, df, with_tags=False)
+    tags = predict_tags(model, enc["ids"], enc["mask"]).tolist()
+    return [assemble(text, t, [tuple(o) for o in off]) for text, t, off in zip(df["text"], tags, enc["offsets"].tolist())]
+
+
+def spec_for(cfg: DecompositionConfig, seed: int, setting: Setting) -> Task2Spec:
+    """The expression data of a (config, seed, setting): the decomposer's train/val and the executed test programs."""
+    n_train, n_val, n_test = cfg.sizes
+    return Task2Spec(cfg.step_mix, cfg.n_phrasings, n_train, n_val, n_test, setting.split, seed, setting.number_format)
+
+
+def run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store) -> dict[str, pd.DataFrame]:
+    """One seed and setting: op experts, decomposer, and the test programs executed with true and decoded programs."""
+    spec = spec_for(cfg, seed, setting)
+    frames = make_task2(spec)
+    ops = train_ops(cfg, seed, setting, bb, store)
+    tagger = train_decomposer(cfg, seed, frames, {"spec": asdict(spec)}, bb, store)
+    test = frames["test"]
+    truth = list(zip(test["operands"], test["ops"]))
+    decoded = decompose(tagger, bb, test)
+    exact = np.array([d is not None and list(d[0]) == list(t[0]) and d[1] == t[1] for d, t in zip(decoded, truth)])
+    rows = []
+    for source, programs in (("true programs", truth), ("decomposer's programs", decoded)):
+        for name, answers in execute(ops, programs, setting.number_format).items():
+            for k in ["all", *sorted(test["steps"].unique())]:
+                sel = np.ones(len(test), bool) if k == "all" else (test["steps"] == k).to_numpy()
+                y, p = test["answer"].to_numpy()[sel], answers[sel]
+                rows.append({"programs": source, "routing": name, "steps": str(k), "accuracy": accuracy(y, p),
+                             "macro_f1": macro_f1(y, p, np.unique(y))})
+    decomp = test[["phrasing", "steps"]].assign(exact=exact, no_program=[d is None for d in decoded])
+    return {"execution": ops.tag(pd.DataFrame(rows)), "decomposer": ops.tag(decomp),
+            "op_experts": ranges.evaluate(ops)["overall"], "examples": _examples(ops, test, decoded, setting)}
+
+
+def _examples(ops: ranges.RangeRun, test: pd.DataFrame, decoded: list[Program | None], setting: Setting) -> pd.DataFrame:
+    """A traced program per number of steps: text, the decoded program, and RED's execution step by step."""
+    out = []
+    for k, grp in test.groupby("steps"):
+        i = grp.index[0]
+        prog = decoded[i] or (list(test["operands"][i]), test["ops"][i])
+        out.append(trace(ops, prog, setting.number_format).assign(expression=test["text"][i], answer=test["answer"][i],
+                                                                    decoded="no program" if decoded[i] is None else "ok"))
+    return ops.tag(pd.concat(out, ignore_index=True))
+
+
+# ---- tables and claims ----
+
+def execution_table(execution: pd.DataFrame, run_label: str, programs: str) -> pd.DataFrame:
+    """Final-answer accuracy per routing (rows) and steps (columns) in one setting and program source, mean over seeds."""
+    sel = execution[(execution["run"] == run_label) & (execution["programs"] == programs)]
+    return sel.pivot_table(index="routing", columns="steps", values="accuracy", sort=False)
+
+
+def decomposer_table(decomposer: pd.DataFrame) -> pd.DataFrame:
+    """Exact-match program accuracy and the share of "no program" per setting, phrasing and number of steps."""
+    return decomposer.groupby(["run", "phrasing", "steps"])[["exact", "no_program"]].mean()
+
+
+def claims(cfg: DecompositionConfig, t: dict[str, pd.DataFrame]) -> dict[str, dict]:
+    """sd.* in the claims' setting with the true programs (the paper's study); the decomposer's programs and the
+    other settings beside them as extensions."""
+    main, *others = cfg.settings
+    out = _measured(t, main, "true programs")
+    extra = {(st, "true programs"): _measured(t, st, "true programs") for st in others}
+    extra |= {(st, "decomposer's programs"): _measured(t, st, "decomposer's programs") for st in cfg.settings}
+    for (st, source), entries in extra.items():
+        for cid, entry in entries.items():
+            if cid in out and cid != "sd.decomposer.exact":
+                out[cid].setdefault("extensions", {})[f"{st.description}, {source}"] = entry
+    return out
+
+
+def _measured(t: dict[str, pd.DataFrame], st: Setting, source: str) -> dict[str, dict]:
+    ex = t["execution"][(t["execution"]["run"] == st.label) & (t["execution"]["programs"] == source)]
+    common = {"run": st.label, "programs": source}
+    out = {}
+    for name, key in PAPER_KEYS.items():
+        mine = ex[ex["routing"] == name].pivot_table(index="seed", columns="steps", values="accuracy")
+        out[f"sd.{key}.acc"] = {"value": mine.mean().to_dict(), "per_seed": [r.to_dict() for _, r in mine.iterrows()],
+                                **common}
+    acc = ex[ex["steps"] == "all"].pivot_table(index="seed", columns="routing", values="accuracy")
+    out["sd.order"] = {**measure.ordering(acc, list(PAPER_KEYS)), **common}
+    dec = t["decomposer"][t["decomposer"]["run"] == st.label].groupby("seed")["exact"].mean()
+    out["sd.decomposer.exact"] = measure.bound(dec, 0.95, 1.0, run=st.label,
+                                               measure="exact-match programs; the bound is our reading (no number "
+                                                       "in the paper)")
+    return out
+
+
+def findings(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) -> str:
+    """The page's conclusions in words, from its tables and the ledger's verdicts."""
+    main, paper = cfg.settings[0].label, load_claims()
+    true, dec = (execution_table(t["execution"], main, s)["all"] for s in ("true programs", "decomposer's programs"))
+    exact = t["decomposer"].groupby("run")["exact"].mean()
+    lines = [
+        f"- Given the true programs ({main}), the op experts execute them with accuracy RED {true['RED']:.3f}, "
+        f"softmax MoE {true['softmax MoE']:.3f}, AllFix {true['AllFix (equal weights)']:.3f} (paper: "
+        + ", ".join(str(paper[f"sd.{k}.acc"]["paper"]["all"]) for k in PAPER_KEYS.values())
+        + f"); the ordering claim **{v['sd.order']}**.",
+        "- The step decomposer writes the exact program for " + ", ".join(f"{x:.3f} ({r})" for r, x in exact.items())
+        + f" of test expressions (**{v['sd.decomposer.exact']}** against our reading of the claim).",
+        f"- The full pipeline the paper describes but does not measure - decomposer, router, op experts - reaches "
+        f"RED {dec['RED']:.3f}, softmax MoE {dec['softmax MoE']:.3f}, AllFix {dec['AllFix (equal weights)']:.3f}.",
+    ]
+    return "\n".join(lines)

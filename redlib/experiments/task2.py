@@ -1,0 +1,144 @@
+"""Arithmetic Task 2 (mixed addition and subtraction) end to end on the RED pipeline (paper section 4.7).
+
+The same range experts, routers and baselines as Task 1 (`ranges.py`), on expressions of one to four
+operations; scores are also broken down by the number of operations and by phrasing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import pandas as pd
+
+from ..core.claims import VALUE_TOL, load_claims
+from ..core.config import ParameterError
+from ..core.store import Store
+from ..models.backbone import Backbone
+from ..tasks.arithmetic import RANGE_NAMES
+from ..tasks.mixed import MAX_STEPS, PHRASINGS, Task2Spec, make_task2, parse_mix
+from . import ranges
+from .ranges import ORDER, Setting
+
+NAMESPACE = "task2"
+
+
+@dataclass
+class Task2Config(ranges.RangeTaskConfig):
+    """Arithmetic Task 2 (mixed): range experts, routers, RED and the four baselines on expressions."""
+
+    step_mix: str = "1:0.5,2:0.5"
+    n_phrasings: int = len(PHRASINGS)
+
+    NOTEBOOK: ClassVar[str] = "task2_mixed"
+    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = ranges.range_choices(("iid", "isolated"))
+    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
+                  "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+        "full": {"n_seeds": 3, "dataset_size": "first", "max_epochs": 60, "backbone_epochs": 60,
+                 "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+    }
+
+    def check(self) -> None:
+        super().check()
+        try:
+            parse_mix(self.step_mix)
+        except ValueError as err:
+            raise ParameterError(f"parameter 'step_mix': {err}") from None
+        if not 1 <= self.n_phrasings <= len(PHRASINGS):
+            raise ParameterError(f"parameter 'n_phrasings' must be in [1, {len(PHRASINGS)}], got {self.n_phrasings}")
+
+
+def spec_for(cfg: Task2Config, seed: int, setting: Setting) -> Task2Spec:
+    """The dataset a (config, seed, setting) uses."""
+    n_train, n_val, n_test = cfg.sizes
+    return Task2Spec(cfg.step_mix, cfg.n_phrasings, n_train, n_val, n_test, setting.split, seed, setting.number_format)
+
+
+def run(cfg: Task2Config, seed: int, setting: Setting, bb: Backbone, store: Store) -> ranges.RangeRun:
+    """Every stage for one seed and setting (cached stages load): Task 2's data plus one pipeline call."""
+    spec = spec_for(cfg, seed, setting)
+    return ranges.run(cfg, NAMESPACE, seed, setting, make_task2(spec), {"spec": asdict(spec)}, bb, store)
+
+
+def evaluate(r: ranges.RangeRun) -> dict[str, pd.DataFrame]:
+    """The range tasks' scores, with accuracy by number of operations and by phrasing as extra columns."""
+    test = r.frames["test"]
+    subsets = {f"{k} ops": (test["steps"] == k).to_numpy() for k in range(1, MAX_STEPS + 1)}
+    subsets |= {f"'{p}' phrasing": (test["phrasing"] == p).to_numpy() for p in PHRASINGS}
+    return ranges.evaluate(r, {k: m for k, m in subsets.items() if m.any()})
+
+
+def data_table(cfg: Task2Config) -> pd.DataFrame:
+    """Sizes, distinct expressions and symbolic forms, train/test overlap, operations and ranges of each setting."""
+    rows = []
+    for st in cfg.settings:
+        frames = make_task2(spec_for(cfg, cfg.seed, st))
+        train_text, train_form = set(frames["train"]["text"]), set(frames["train"]["form"])
+        for part, df in frames.items():
+            test = part == "test"
+            rows.append({"run": st.label, "part": part, "samples": len(df), "distinct texts": df["text"].nunique(),
+                         "distinct forms": df["form"].nunique(),
+                         "test texts in train": f"{df['text'].isin(train_text).mean():.1%}" if test else "-",
+                         "test forms in train": f"{df['form'].isin(train_form).mean():.1%}" if test else "-",
+                         **{f"{k} ops": int((df["steps"] == k).sum()) for k in sorted(df["steps"].unique())},
+                         **{r.split()[0]: int((df["range"] == i).sum()) for i, r in enumerate(RANGE_NAMES)}})
+    return pd.DataFrame(rows).fillna(0)
+
+
+def examples(cfg: Task2Config, n_per_phrasing: int = 1) -> pd.DataFrame:
+    """A few records of the first setting, one per phrasing: text, answer, range and program."""
+    df = make_task2(spec_for(cfg, cfg.seed, cfg.settings[0]))["train"]
+    picked = df.groupby("phrasing", sort=False).head(n_per_phrasing)
+    return picked[["phrasing", "text", "answer", "steps", "program"]].assign(range=picked["range"].map(
+        lambda i: RANGE_NAMES[i]))
+
+
+def by_operations(overall: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy per method (rows) and number of operations (columns), per setting, mean over seeds."""
+    cols = [c for c in overall.columns if c.endswith(" ops_accuracy")]
+    long = overall[["run", "method", "seed", *cols]].melt(id_vars=["run", "method", "seed"], var_name="operations",
+                                                          value_name="accuracy")
+    long["operations"] = long["operations"].str.removesuffix("_accuracy")
+    return long.pivot_table(index=["run", "method"], columns="operations", values="accuracy", sort=False)
+
+
+def by_phrasing(overall: pd.DataFrame, run_label: str) -> pd.DataFrame:
+    """Accuracy per method (rows) and phrasing (columns) in one setting, mean over seeds."""
+    cols = [c for c in overall.columns if c.endswith("phrasing_accuracy")]
+    sel = overall[overall["run"] == run_label].groupby("method", sort=False)[cols].mean()
+    sel.columns = [c.removesuffix("_accuracy") for c in cols]
+    return sel
+
+
+def claims(cfg: Task2Config, t: dict[str, pd.DataFrame]) -> dict[str, dict]:
+    """The measurement behind every Task 2 claim in the claims' setting, other settings beside it as extensions."""
+    common = {"backbone": cfg.backbone, "step_mix": cfg.step_mix}
+    main, *others = cfg.settings
+    return ranges.with_extensions(ranges.measured("t2", t, main, common)[0],
+                                  {st: ranges.measured("t2", t, st, common)[0] for st in others})
+
+
+def findings(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> str:
+    """The page's conclusions in words, from its tables and the ledger's verdicts."""
+    paper, (main, *others), ov = load_claims(), cfg.settings, t["overall"]
+    acc = {st.label: ov[ov["run"] == st.label].groupby("method")["accuracy"].mean() for st in cfg.settings}
+    a = acc[main.label]
+    ops = by_operations(ov).loc[main.label]
+    counts = pd.Series(v).value_counts()
+    lines = [
+        f"- In the claims' setting ({main.description}, step mix `{cfg.step_mix}`) RED reaches accuracy "
+        f"{a['RED']:.3f}, the softmax MoE {a['softmax MoE']:.3f}, the global head {a['global head']:.3f} and uniform "
+        f"averaging {a['uniform averaging']:.3f} (paper: " + ", ".join(
+            f"{paper[f't2.{k}.acc']['paper']}" for k in ("red", "moe", "global", "uniform"))
+        + f"). Our ordering is {' > '.join(a[ORDER].sort_values(ascending=False).index)}; the paper's ordering claim "
+        f"**{v['t2.order']}**.",
+        "- RED by number of operations: " + ", ".join(f"{c} {x:.3f}" for c, x in ops.loc["RED"].items()) + ".",
+        f"- Oracle routing of the experts gives {a['oracle experts']:.3f}; RED routed by the true range "
+        f"{a['RED (true range)']:.3f}.",
+    ]
+    lines += [f"- Our extension, the **{st.description}**: " + ", ".join(f"{m} {acc[st.label][m]:.3f}" for m in ORDER)
+              + "." for st in others]
+    lines.append(f"- Of the {len(v)} claims measured on this page, " + ", ".join(f"{n} {k}" for k, n in counts.items())
+                 + f" under the paper's protocol (value claims with tolerance {VALUE_TOL}, backbone `{cfg.backbone}`).")
+    return "\n".join(lines)

@@ -1,0 +1,71 @@
+"""The step decomposer's reading of numbers and programs, and the executor, on a tiny backbone."""
+
+import numpy as np
+import pytest
+
+from redlib.core.store import Store
+from redlib.experiments import decomposition as dec
+from redlib.experiments.ranges import Setting
+from redlib.models.backbone import Backbone
+from redlib.models.tagger import TAGS
+from redlib.tasks.mixed import Task2Spec, make_task2
+
+
+def test_numbers_are_found_and_read_in_both_formats():
+    text = "If you subtract 5 from 12 and add 9, what do you get?"
+    starts = dec.number_starts(text)
+    assert [dec.read_number(text, s) for s in starts] == [5, 12, 9]
+    digits = "Compute 4 5 minus 1 7, then add 9."
+    assert [dec.read_number(digits, s) for s in dec.number_starts(digits)] == [45, 17, 9]
+    assert dec.read_number("add x", 0) is None
+
+
+def test_tags_assemble_into_a_program_or_into_no_program():
+    text = "If you subtract 5 from 12 and add 9, what do you get?"
+    s5, s12, s9 = dec.number_starts(text)
+    offsets = [(0, 2), (s5, s5 + 1), (s12, s12 + 2), (s9, s9 + 1)]
+    tag = TAGS.index
+    assert dec.assemble(text, [0, tag("-1"), tag("first"), tag("+2")], offsets) == ([12, 5, 9], "-+")
+    assert dec.assemble(text, [0, tag("-1"), tag("first"), tag("+3")], offsets) is None  # a step is missing
+    assert dec.assemble(text, [0, tag("-1"), tag("-1"), tag("+2")], offsets) is None  # a slot twice
+    assert dec.assemble(text, [0, 0, 0, 0], offsets) is None
+
+
+def test_gold_tags_rebuild_every_program(tiny_qwen):
+    bb = Backbone(str(tiny_qwen), 1)
+    df = make_task2(Task2Spec(step_mix="1:0.3,2:0.3,4:0.4", n_train=200, n_val=5, n_test=5, seed=0))["train"]
+    enc = dec.encode(bb, df)
+    for n, text in enumerate(df["text"]):
+        got = dec.assemble(text, enc["tags"][n].tolist(), [tuple(o) for o in enc["offsets"][n].tolist()])
+        assert got == (list(df["operands"][n]), df["ops"][n]), text
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tiny_qwen, tmp_path_factory):
+    cfg = dec.DecompositionConfig.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
+                                              op_samples=300, tagger_epochs=2, head_lr=1e-2)
+    store = Store(tmp_path_factory.mktemp("cache"))
+    bb = Backbone(cfg.backbone, cfg.k_trainable)
+    return cfg, bb, store, dec.run(cfg, 0, Setting("iid"), bb, store)
+
+
+def test_run_scores_every_routing_on_both_program_sources(tiny_run):
+    cfg, _, _, t = tiny_run
+    ex = t["execution"]
+    assert set(ex["routing"]) == set(dec.ROUTINGS) and set(ex["programs"]) == {"true programs", "decomposer's programs"}
+    assert ex["accuracy"].between(0, 1).all() and set(ex["steps"]) == {"all", "2", "3", "4"}
+    assert t["decomposer"]["exact"].dtype == bool and len(t["decomposer"]) == cfg.sizes[2]
+    claims = dec.claims(cfg, {k: v for k, v in t.items()})
+    assert set(claims) == {"sd.red.acc", "sd.moe.acc", "sd.allfix.acc", "sd.order", "sd.decomposer.exact"}
+    assert set(claims["sd.red.acc"]["value"]) == {"all", "2", "3", "4"}
+
+
+def test_executor_follows_the_chain_and_flags_no_program(tiny_run):
+    cfg, bb, store, _ = tiny_run
+    ops = dec.train_ops(cfg, 0, Setting("iid"), bb, store)
+    out = dec.execute(ops, [([30, 5, 7], "+-"), None], "whole")
+    assert all(len(v) == 2 and v[1] == -1 for v in out.values())
+    assert out["oracle experts"][0] >= 2
+    trace = dec.trace(ops, ([30, 5, 7], "+-"), "whole")
+    assert list(trace["step"]) == [1, 2] and trace["text"][0] == "30 + 5"
+    np.testing.assert_allclose(trace["alpha add"] + trace["alpha subtract"], 1.0, rtol=1e-5)
