@@ -1,6 +1,9 @@
 """The step decomposer's reading of numbers and programs, and the executor, on a tiny backbone."""
 
+from dataclasses import asdict
+
 import numpy as np
+import pandas as pd
 import pytest
 
 from redlib.core.store import Store
@@ -69,3 +72,11 @@ def test_executor_follows_the_chain_and_flags_no_program(tiny_run):
     trace = dec.trace(ops, ([30, 5, 7], "+-"), "whole")
     assert list(trace["step"]) == [1, 2] and trace["text"][0] == "30 + 5"
     np.testing.assert_allclose(trace["alpha add"] + trace["alpha subtract"], 1.0, rtol=1e-5)
+
+
+def test_text_without_a_chain_decodes_to_no_program(tiny_run):
+    cfg, bb, store, _ = tiny_run
+    spec = dec.spec_for(cfg, 0, Setting("iid"))
+    tagger = dec.train_decomposer(cfg, 0, make_task2(spec), {"spec": asdict(spec)}, bb, store)  # loads from the cache
+    texts = pd.DataFrame({"text": ["What is the answer?", "What is 7?", ""]})
+    assert dec.decompose(tagger, bb, texts) == [None, None, None]

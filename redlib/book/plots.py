@@ -65,6 +65,17 @@ def method_bars(overall: pd.DataFrame, title: str):
     return fig
 
 
+def step_lines(df: pd.DataFrame, x: str, hue: str, title: str, col: str | None = None):
+    """Accuracy against a count (steps, operations) per `hue`, one row per seed in `df`, sd over seeds as error bars."""
+    grid = sns.catplot(df, x=x, y="accuracy", hue=hue, col=col, kind="point", errorbar="sd", dodge=0.3,
+                       height=3.6, aspect=1.2, capsize=0.1)
+    grid.set(ylim=(0, 1.02))
+    grid.set_axis_labels(x, "final-answer accuracy")
+    grid.figure.suptitle(title, fontweight="bold")
+    grid.figure.tight_layout()
+    return grid.figure
+
+
 def confusions(matrices: dict[str, pd.DataFrame], xlabel: str, ylabel: str):
     """Confusion matrices side by side, one panel per title."""
     fig, axes = plt.subplots(1, len(matrices), figsize=(7 * len(matrices), 6), squeeze=False)

@@ -94,13 +94,19 @@ def examples(cfg: Task2Config, n_per_phrasing: int = 1) -> pd.DataFrame:
         lambda i: RANGE_NAMES[i]))
 
 
-def by_operations(overall: pd.DataFrame) -> pd.DataFrame:
-    """Accuracy per method (rows) and number of operations (columns), per setting, mean over seeds."""
+def operations_long(overall: pd.DataFrame) -> pd.DataFrame:
+    """One row per setting, method, seed and number of operations, with its accuracy."""
     cols = [c for c in overall.columns if c.endswith(" ops_accuracy")]
     long = overall[["run", "method", "seed", *cols]].melt(id_vars=["run", "method", "seed"], var_name="operations",
                                                           value_name="accuracy")
-    long["operations"] = long["operations"].str.removesuffix("_accuracy")
-    return long.pivot_table(index=["run", "method"], columns="operations", values="accuracy", sort=False)
+    long["operations"] = long["operations"].str.removesuffix(" ops_accuracy").astype(int)
+    return long
+
+
+def by_operations(overall: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy per method (rows) and number of operations (columns), per setting, mean over seeds."""
+    return operations_long(overall).pivot_table(index=["run", "method"], columns="operations", values="accuracy",
+                                                sort=False)
 
 
 def by_phrasing(overall: pd.DataFrame, run_label: str) -> pd.DataFrame:
@@ -133,7 +139,7 @@ def findings(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) ->
             f"{paper[f't2.{k}.acc']['paper']}" for k in ("red", "moe", "global", "uniform"))
         + f"). Our ordering is {' > '.join(a[ORDER].sort_values(ascending=False).index)}; the paper's ordering claim "
         f"**{v['t2.order']}**.",
-        "- RED by number of operations: " + ", ".join(f"{c} {x:.3f}" for c, x in ops.loc["RED"].items()) + ".",
+        "- RED by number of operations: " + ", ".join(f"{c} op(s) {x:.3f}" for c, x in ops.loc["RED"].items()) + ".",
         f"- Oracle routing of the experts gives {a['oracle experts']:.3f}; RED routed by the true range "
         f"{a['RED (true range)']:.3f}.",
     ]
