@@ -67,7 +67,7 @@ n_phrasings = 4  # phrasings used: "What is ...?", bare, "Compute ..., then ..."
 op_samples = None  # single-step training samples per operation; None: the profile's value (full: the paper's 20k)
 tagger_hidden = 128  # hidden width of the decomposer's bidirectional GRU
 tagger_lr = 0.001  # AdamW learning rate of the decomposer
-tagger_epochs = None  # cap for the decomposer; None: the profile's value (smoke 3, full 30)
+tagger_epochs = None  # cap for the decomposer; None: the profile's value (smoke 3, full 10)
 
 # %% tags=["hide-input", "remove-stderr"]
 import pandas as pd

@@ -56,7 +56,7 @@ class DecompositionConfig(ranges.RangeTaskConfig):
         "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "op_samples": 1000,
                   "tagger_epochs": 3, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
         "full": {"n_seeds": 3, "dataset_size": "first", "max_epochs": 60, "backbone_epochs": 60, "op_samples": 20_000,
-                 "tagger_epochs": 30, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+                 "tagger_epochs": 10, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
     }
 
     def check(self) -> None:

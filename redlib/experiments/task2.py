@@ -131,7 +131,6 @@ def findings(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) ->
     acc = {st.label: ov[ov["run"] == st.label].groupby("method")["accuracy"].mean() for st in cfg.settings}
     a = acc[main.label]
     ops = by_operations(ov).loc[main.label]
-    counts = pd.Series(v).value_counts()
     lines = [
         f"- In the claims' setting ({main.description}, step mix `{cfg.step_mix}`) RED reaches accuracy "
         f"{a['RED']:.3f}, the softmax MoE {a['softmax MoE']:.3f}, the global head {a['global head']:.3f} and uniform "
@@ -145,6 +144,6 @@ def findings(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) ->
     ]
     lines += [f"- Our extension, the **{st.description}**: " + ", ".join(f"{m} {acc[st.label][m]:.3f}" for m in ORDER)
               + "." for st in others]
-    lines.append(f"- Of the {len(v)} claims measured on this page, " + ", ".join(f"{n} {k}" for k, n in counts.items())
-                 + f" under the paper's protocol (value claims with tolerance {VALUE_TOL}, backbone `{cfg.backbone}`).")
+    lines.append(f"- The {len(v)} claims measured on this page, under the paper's protocol (value claims with tolerance "
+                 f"{VALUE_TOL}, backbone `{cfg.backbone}`), {ranges.verdict_tally(v)}.")
     return "\n".join(lines)
