@@ -68,6 +68,7 @@ op_samples = None  # single-step training samples per operation; None: the profi
 tagger_hidden = 128  # hidden width of the decomposer's bidirectional GRU
 tagger_lr = 0.001  # AdamW learning rate of the decomposer
 tagger_epochs = None  # cap for the decomposer; None: the profile's value (smoke 3, full 10)
+tagger_samples = None  # train expressions the decomposer learns from (val: an eighth); None: profile's (smoke 2000, full 4000)
 
 # %% tags=["hide-input", "remove-stderr"]
 import pandas as pd
@@ -88,7 +89,8 @@ bb = Backbone(cfg.backbone, cfg.k_trainable, device=resolve_device(cfg.device))
 display(Markdown(
     f"Profile **{cfg.profile}**: backbone `{cfg.backbone}`, seeds {cfg.seeds}, settings "
     f"{[st.label for st in cfg.settings]}, step mix `{cfg.step_mix}`, dataset `{cfg.dataset_size}`, "
-    f"{cfg.op_samples} training steps per operation, decomposer up to {cfg.tagger_epochs} epochs."))
+    f"{cfg.op_samples} training steps per operation, decomposer trained on {cfg.tagger_samples} expressions for up to "
+    f"{cfg.tagger_epochs} epochs."))
 
 # %% tags=["remove-stderr"]
 tables = []

@@ -49,14 +49,15 @@ class DecompositionConfig(ranges.RangeTaskConfig):
     tagger_hidden: int = 128
     tagger_lr: float = 0.001
     tagger_epochs: int | None = None
+    tagger_samples: int | None = None
 
     NOTEBOOK: ClassVar[str] = "step_decomposition"
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = ranges.range_choices(("iid", "isolated"))
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "op_samples": 1000,
-                  "tagger_epochs": 3, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+                  "tagger_epochs": 3, "tagger_samples": 2000, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
         "full": {"n_seeds": 3, "dataset_size": "first", "max_epochs": 60, "backbone_epochs": 60, "op_samples": 20_000,
-                 "tagger_epochs": 10, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+                 "tagger_epochs": 10, "tagger_samples": 4000, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
     }
 
     def check(self) -> None:
@@ -65,7 +66,7 @@ class DecompositionConfig(ranges.RangeTaskConfig):
             parse_mix(self.step_mix)
         except ValueError as err:
             raise ParameterError(f"parameter 'step_mix': {err}") from None
-        self.require_positive("tagger_hidden", "op_samples", "tagger_epochs")
+        self.require_positive("tagger_hidden", "op_samples", "tagger_epochs", "tagger_samples")
         self.require_finite("tagger_lr")
         if not 1 <= self.n_phrasings <= len(PHRASINGS):
             raise ParameterError(f"parameter 'n_phrasings' must be in [1, {len(PHRASINGS)}], got {self.n_phrasings}")
@@ -202,7 +203,8 @@ def train_decomposer(cfg: DecompositionConfig, seed: int, frames: dict[str, pd.D
     tc = TrainConfig(lr=cfg.tagger_lr, weight_decay=cfg.weight_decay, batch_size=cfg.batch_size,
                      virtual_batch=cfg.batch_size, max_epochs=cfg.tagger_epochs, patience=cfg.patience, seed=seed,
                      desc="step decomposer")
-    data = {k: encode(bb, frames[k]) for k in ("train", "val")}
+    n = {"train": cfg.tagger_samples, "val": max(1, cfg.tagger_samples // 8)}  # the first expressions of each part
+    data = {k: encode(bb, frames[k].head(n[k])) for k in ("train", "val")}
 
     def train(m: Tagger) -> dict:
         torch.manual_seed(seed)
@@ -210,7 +212,7 @@ def train_decomposer(cfg: DecompositionConfig, seed: int, frames: dict[str, pd.D
         return {"best_epoch": res.best_epoch, "epochs_run": len(res.history)}
 
     store.module(f"{NAMESPACE}/decomposer", {**key, "backbone": str(bb.path), "train": asdict(tc),
-                                             "hidden": cfg.tagger_hidden, "tags": TAGS}, model, train)
+                                             "hidden": cfg.tagger_hidden, "tags": TAGS, "samples": n}, model, train)
     return model.eval()
 
 
