@@ -142,8 +142,18 @@ def findings(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) ->
         f"- Oracle routing of the experts gives {a['oracle experts']:.3f}; RED routed by the true range "
         f"{a['RED (true range)']:.3f}.",
     ]
+    frames = make_task2(spec_for(cfg, cfg.seed, main))
+    seen = frames["test"]["text"].isin(set(frames["train"]["text"])).mean()
+    forms = frames["test"]["form"].isin(set(frames["train"]["form"])).mean()
+    lines.append(f"- In the claims' setting {seen:.1%} of the test expressions (first seed) also appear in train, and "
+                 f"{forms:.1%} of their symbolic forms: " + ("most test questions are new, so Task 2 asks for arithmetic "
+                 "on unseen expressions rather than recall." if seen < 0.5 else "most test questions were seen in "
+                 "training, so Task 2 measures recall as much as arithmetic."))
     lines += [f"- Our extension, the **{st.description}**: " + ", ".join(f"{m} {acc[st.label][m]:.3f}" for m in ORDER)
               + "." for st in others]
+    if not any(st.number_format == "digits" for st in cfg.settings):
+        lines.append("- Digit-spaced numbers (`number_format='digits'` or `digits_variant_on`), which give the embedded "
+                     "backbone one token per digit as Qwen3 has, are offered but not run in this profile.")
     lines.append(f"- The {len(v)} claims measured on this page, under the paper's protocol (value claims with tolerance "
                  f"{VALUE_TOL}, backbone `{cfg.backbone}`), {ranges.verdict_tally(v)}.")
     return "\n".join(lines)
