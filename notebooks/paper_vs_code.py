@@ -48,6 +48,11 @@ def a(method: str, runs: list[str] | None = None) -> str:
     return ", ".join(f"{acc.loc[method, r]:.3f} ({r})" for r in runs or acc.columns)
 
 
+def per_run(table: pd.DataFrame, column: str) -> str:
+    """Mean of a column over seeds in each setting (`run`), as text."""
+    return ", ".join(f"{v:.3f} ({k})" for k, v in table.groupby("run", sort=False)[column].mean().items())
+
+
 rows = [
     {"difference": "where the experts act",
      "paper": "a low-rank residual added to the hidden state, h + sum alpha_i V_i sigma(U_i h), then W_c",
@@ -124,21 +129,18 @@ rows = [
      "paper": "train and test sampled iid (an expression can be in both)", "released code": "-",
      "this book": "claims judged on iid, with the overlap measured on the page; an 'isolated' split, no symbolic "
                   "form in two splits, as our extension",
-     "in our runs": "Task 2 RED " + ", ".join(f"{v:.3f} ({k})" for k, v in t2.table("overall").query(
-         "method == 'RED'").groupby("run", sort=False)["accuracy"].mean().items())},
+     "in our runs": "Task 2 RED " + per_run(t2.table("overall").query("method == 'RED'"), "accuracy")},
     {"difference": "the step decomposer",
      "paper": "a model that generates the program (operators, operand order, variables); no architecture, no score",
      "released code": "-",
      "this book": "a bidirectional GRU tagger over the backbone's frozen token embeddings marks each number's place in "
                   "the program; tags that make no chain give 'no program', counted wrong",
-     "in our runs": "exact programs " + ", ".join(f"{v:.3f} ({k})" for k, v in sd.table("decomposer").groupby(
-         "run", sort=False)["exact"].mean().items())},
+     "in our runs": "exact programs " + per_run(sd.table("decomposer"), "exact")},
     {"difference": "the op experts' data",
      "paper": "single-operation data per operator, trained alone", "released code": "-",
      "this book": "every step the programs can produce (left in [2, 100], right in [2, 50], result in [2, 100]), "
                   "sampled per operation for train and val; test holds every step once",
-     "in our runs": "single steps, RED " + ", ".join(f"{v:.3f} ({k})" for k, v in sd.table("op_experts").query(
-         "method == 'RED'").groupby("run", sort=False)["accuracy"].mean().items())},
+     "in our runs": "single steps, RED " + per_run(sd.table("op_experts").query("method == 'RED'"), "accuracy")},
     {"difference": "routing-noise experiment",
      "paper": "RED degrades more gracefully than MoE under routing noise", "released code": "not found in the code",
      "this book": "not yet measured (ledger: rob.routing_noise)", "in our runs": "-"},

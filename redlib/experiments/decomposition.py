@@ -19,7 +19,6 @@ import torch
 
 from ..core import measure
 from ..core.claims import load_claims
-from ..core.config import ParameterError
 from ..core.metrics import accuracy, macro_f1
 from ..core.store import Store
 from ..core.train import TrainConfig, fit
@@ -27,9 +26,10 @@ from ..models.backbone import Backbone
 from ..models.tagger import TAGS, Tagger, predict_tags, tag_of, tagging_loss
 from ..red import methods
 from ..tasks.arithmetic import MIN_SUM
-from ..tasks.mixed import OPS, PHRASINGS, Task2Spec, make_task2, parse_mix, step_pairs, step_text
+from ..tasks.mixed import OPS, make_task2, step_pairs, step_text
 from . import ranges
 from .ranges import Setting
+from .task2 import MixedTaskConfig, spec_for
 
 NAMESPACE = "ops"
 # the executor's routings: the book's name -> the registered method over the op experts
@@ -40,11 +40,10 @@ Program = tuple[list[int], str]  # operands in slot order, operators of steps 1.
 
 
 @dataclass
-class DecompositionConfig(ranges.RangeTaskConfig):
+class DecompositionConfig(MixedTaskConfig):
     """Op experts on the shared backbone, the step decomposer, and program execution under three routings."""
 
-    step_mix: str = "2:0.2,3:0.4,4:0.4"
-    n_phrasings: int = len(PHRASINGS)
+    step_mix: str = "2:0.2,3:0.4,4:0.4"  # the paper's decomposer data (the field keeps its place in the base)
     op_samples: int | None = None
     tagger_hidden: int = 128
     tagger_lr: float = 0.001
@@ -52,7 +51,6 @@ class DecompositionConfig(ranges.RangeTaskConfig):
     tagger_samples: int | None = None
 
     NOTEBOOK: ClassVar[str] = "step_decomposition"
-    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = ranges.range_choices(("iid", "isolated"))
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "op_samples": 1000,
                   "tagger_epochs": 3, "tagger_samples": 2000, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
@@ -62,14 +60,8 @@ class DecompositionConfig(ranges.RangeTaskConfig):
 
     def check(self) -> None:
         super().check()
-        try:
-            parse_mix(self.step_mix)
-        except ValueError as err:
-            raise ParameterError(f"parameter 'step_mix': {err}") from None
         self.require_positive("tagger_hidden", "op_samples", "tagger_epochs", "tagger_samples")
         self.require_finite("tagger_lr")
-        if not 1 <= self.n_phrasings <= len(PHRASINGS):
-            raise ParameterError(f"parameter 'n_phrasings' must be in [1, {len(PHRASINGS)}], got {self.n_phrasings}")
 
 
 def op_frames(cfg: DecompositionConfig, seed: int, number_format: str) -> dict[str, pd.DataFrame]:
@@ -221,12 +213,6 @@ def decompose(model: Tagger, bb: Backbone, df: pd.DataFrame) -> list[Program | N
     enc = encode(bb, df, with_tags=False)
     tags = predict_tags(model, enc["ids"], enc["mask"]).tolist()
     return [assemble(text, t, [tuple(o) for o in off]) for text, t, off in zip(df["text"], tags, enc["offsets"].tolist())]
-
-
-def spec_for(cfg: DecompositionConfig, seed: int, setting: Setting) -> Task2Spec:
-    """The expression data of a (config, seed, setting): the decomposer's train/val and the executed test programs."""
-    n_train, n_val, n_test = cfg.sizes
-    return Task2Spec(cfg.step_mix, cfg.n_phrasings, n_train, n_val, n_test, setting.split, seed, setting.number_format)
 
 
 def run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store) -> dict[str, pd.DataFrame]:

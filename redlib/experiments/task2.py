@@ -24,20 +24,13 @@ NAMESPACE = "task2"
 
 
 @dataclass
-class Task2Config(ranges.RangeTaskConfig):
-    """Arithmetic Task 2 (mixed): range experts, routers, RED and the four baselines on expressions."""
+class MixedTaskConfig(ranges.RangeTaskConfig):
+    """What every page on mixed expressions takes: the share of each number of operations and the phrasings."""
 
     step_mix: str = "1:0.5,2:0.5"
     n_phrasings: int = len(PHRASINGS)
 
-    NOTEBOOK: ClassVar[str] = "task2_mixed"
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = ranges.range_choices(("iid", "isolated"))
-    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
-                  "splits_reported": "iid,isolated", "digits_variant_on": "none"},
-        "full": {"n_seeds": 3, "dataset_size": "first", "max_epochs": 60, "backbone_epochs": 60,
-                 "splits_reported": "iid,isolated", "digits_variant_on": "none"},
-    }
 
     def check(self) -> None:
         super().check()
@@ -49,8 +42,21 @@ class Task2Config(ranges.RangeTaskConfig):
             raise ParameterError(f"parameter 'n_phrasings' must be in [1, {len(PHRASINGS)}], got {self.n_phrasings}")
 
 
-def spec_for(cfg: Task2Config, seed: int, setting: Setting) -> Task2Spec:
-    """The dataset a (config, seed, setting) uses."""
+@dataclass
+class Task2Config(MixedTaskConfig):
+    """Arithmetic Task 2 (mixed): range experts, routers, RED and the four baselines on expressions."""
+
+    NOTEBOOK: ClassVar[str] = "task2_mixed"
+    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
+                  "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+        "full": {"n_seeds": 3, "dataset_size": "first", "max_epochs": 60, "backbone_epochs": 60,
+                 "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+    }
+
+
+def spec_for(cfg: MixedTaskConfig, seed: int, setting: Setting) -> Task2Spec:
+    """The expression data a (config, seed, setting) uses."""
     n_train, n_val, n_test = cfg.sizes
     return Task2Spec(cfg.step_mix, cfg.n_phrasings, n_train, n_val, n_test, setting.split, seed, setting.number_format)
 
