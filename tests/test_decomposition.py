@@ -1,16 +1,18 @@
 """The step decomposer's reading of numbers and programs, and the executor, on a tiny backbone."""
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from redlib.core.store import Store
 from redlib.experiments import decomposition as dec
 from redlib.experiments.ranges import Setting
 from redlib.models.backbone import Backbone
 from redlib.models.tagger import TAGS
+from redlib.red.pipeline import retrain_residuals
 from redlib.tasks.mixed import Task2Spec, make_task2
 
 
@@ -55,12 +57,27 @@ def tiny_run(tiny_qwen, tmp_path_factory):
 def test_run_scores_every_routing_on_both_program_sources(tiny_run):
     cfg, _, _, t = tiny_run
     ex = t["execution"]
-    assert set(ex["routing"]) == set(dec.ROUTINGS) and set(ex["programs"]) == {"true programs", "decomposer's programs"}
+    assert set(ex["routing"]) == set(dec.ROUTINGS) | {dec.check_label(cfg)}
+    assert set(ex["programs"]) == {"true programs", "decomposer's programs"}
     assert ex["accuracy"].between(0, 1).all() and set(ex["steps"]) == {"all", "2", "3", "4"}
     assert t["decomposer"]["exact"].dtype == bool and len(t["decomposer"]) == cfg.sizes[2]
     claims = dec.claims(cfg, {k: v for k, v in t.items()})
     assert set(claims) == {"sd.red.acc", "sd.moe.acc", "sd.allfix.acc", "sd.order", "sd.decomposer.exact"}
     assert set(claims["sd.red.acc"]["value"]) == {"all", "2", "3", "4"}
+
+
+def test_the_learning_rate_check_retrains_only_the_residuals(tiny_run):
+    cfg, bb, store, t = tiny_run
+    label = dec.check_label(cfg)
+    assert {label, f"{label} (true range)"} <= set(t["op_experts"]["method"])
+    assert t["epochs"]["stage"].str.endswith(f"(head_lr {cfg.check_head_lr:g})").sum() == 2  # one per operation
+    ops = dec.train_ops(cfg, 0, Setting("iid"), bb, store)
+    check = dec.lr_check(cfg, ops, store)  # from the cache now
+    assert check.red.head is ops.red.head and check.red.experts is ops.red.experts and check.red.joint is ops.red.joint
+    assert not torch.equal(check.red.residuals[0].V.weight, ops.red.residuals[0].V.weight)
+    assert dec.lr_check(replace(cfg, check_head_lr=0.0), ops, store) is None
+    with pytest.raises(ValueError, match="changes stage 1"):
+        retrain_residuals(replace(cfg, lr=0.05), ops.red, ops.encoder, store)
 
 
 def test_executor_follows_the_chain_and_flags_no_program(tiny_run):

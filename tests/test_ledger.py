@@ -71,8 +71,9 @@ def test_status_names_each_page_and_what_planned_parts_already_have(fake_results
     status = ledger.status(ledger.collect(fake_results)).set_index("paper")
     toy = status.loc["toy experiments A-C (linear, MLP, residual experts)"]
     assert toy["page"] == "{doc}`toy_experiments`" and toy["measured"] == 3 and toy["hold"] == 1
-    mnist = status.loc["MNIST five-domain benchmark (research code)"]
-    assert mnist["page"] == "not yet in this book" and mnist["measured"] == 0
+    planned = status.loc["routing-analysis MoE experiments (heatmaps)"]
+    assert planned["page"] == "not yet in this book" and planned["measured"] == 0
+    assert status.loc["research code: MNIST label-pair five-domain benchmark", "page"] == "{doc}`mnist_label5`"
     assert status.loc["4.2.2, 4.7 arithmetic Task 2 end to end", "page"] == "{doc}`task2_mixed`"
     assert status["claims"].sum() == len(load_claims())
 

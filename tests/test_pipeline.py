@@ -79,12 +79,16 @@ def test_trained_pipeline_beats_chance_and_caches_every_stage(run, tmp_path):
     overall, per_domain = methods.score(r, "test")
     acc = overall.set_index("method")["accuracy"]
     assert acc["oracle experts"] > 2 / C and acc["RED"] > 1 / C  # chance is 1/6
-    assert list(per_domain.columns[:2]) == ["method", "domain"] and len(per_domain) == K * len(methods.METHODS)
+    assert list(per_domain.columns[:2]) == ["method", "domain"] and len(per_domain) == K * (len(methods.METHODS) - 1)
     kinds = {p.parent.name for p in store.root.rglob("*.safetensors")}
     assert kinds <= set(STAGE_KINDS)
     assert {"stage1", "expert", "residual", "code", "router", "gate", "joint", "head_all"} <= kinds
     assert {e["stage"] for e in r.epochs} >= {"stage 1", "router", "moe gate"}
     assert all(1 <= e["epochs run"] <= e["max epochs"] for e in r.epochs)
+    # the code experts' MoE is an extra stage only for configs that ask for it (CODE_MOE), and then a method
+    assert r.code_gate is None and "softmax MoE (code experts)" not in overall["method"].tolist()
+    with pytest.raises(ValueError, match="no stage for softmax MoE"):
+        methods.methods(r, ["softmax MoE (code experts)"])
 
 
 def test_the_moe_gate_learns_from_the_answer_loss_to_route_by_domain(run):

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from ..core.config import NotebookConfig, PageConfig, ParameterError, page_config
 from ..experiments.decomposition import DecompositionConfig
+from ..experiments.mnist import MnistConfig
 from ..experiments.task1 import Task1Config
 from ..experiments.task2 import Task2Config
 from ..experiments.toy import ToyConfig
@@ -62,10 +63,11 @@ PAGES: list[Page] = [
          "4.2.2, 4.7 arithmetic Task 2 end to end", ("task2_mixed",), "t2-claims"),
     Page("step_decomposition", "Op experts, the step decomposer and program execution", PARTS[1], DecompositionConfig,
          "4.5.4, 4.5.5, 4.8 op experts, step decomposer, execution", ("step_decomposition",), "sd-claims"),
+    Page("mnist_label5", "MNIST: five label-pair domains, RED against the baselines", PARTS[1], MnistConfig,
+         "research code: MNIST label-pair five-domain benchmark", ("mnist_label5",), "mn-claims"),
     _reading("speed_and_memory", "Speed and memory", PARTS[2]),
 ]
 PLANNED: list[Planned] = [
-    Planned("MNIST five-domain benchmark (research code)", ("mnist_label5",)),
     Planned("4.9 ablations, routing noise and plug-in modularity", ("ablation", "robustness_modularity")),
     Planned("4.10 cost of training", ("efficiency",)),
     Planned("routing-analysis MoE experiments (heatmaps)", ("routing_analysis",)),

@@ -35,11 +35,11 @@ def prediction_curves(df: pd.DataFrame, title: str, bands: list[tuple[int, int]]
     return fig
 
 
-def accuracy_heatmap(table: pd.DataFrame, title: str, ax=None, fmt: str = ".2f"):
-    """Annotated heatmap of accuracies in [0, 1] (rows: models, columns: domains)."""
+def accuracy_heatmap(table: pd.DataFrame, title: str, ax=None, fmt: str = ".2f", label: str = "accuracy"):
+    """Annotated heatmap of values in [0, 1], accuracies by default (rows: models, columns: domains)."""
     if ax is None:
         _, ax = plt.subplots(figsize=(1.3 * table.shape[1] + 3, 0.45 * table.shape[0] + 1.5))
-    sns.heatmap(table, annot=True, fmt=fmt, vmin=0, vmax=1, cmap="viridis", cbar_kws={"label": "accuracy"}, ax=ax)
+    sns.heatmap(table, annot=True, fmt=fmt, vmin=0, vmax=1, cmap="viridis", cbar_kws={"label": label}, ax=ax)
     ax.set(title=title, xlabel="", ylabel="")
     ax.figure.tight_layout()
     return ax.figure
@@ -76,11 +76,11 @@ def step_lines(df: pd.DataFrame, x: str, hue: str, title: str, col: str | None =
     return grid.figure
 
 
-def confusions(matrices: dict[str, pd.DataFrame], xlabel: str, ylabel: str):
-    """Confusion matrices side by side, one panel per title."""
+def confusions(matrices: dict[str, pd.DataFrame], xlabel: str, ylabel: str, every: int = 10):
+    """Confusion matrices side by side, one panel per title; a tick label every `every` classes."""
     fig, axes = plt.subplots(1, len(matrices), figsize=(7 * len(matrices), 6), squeeze=False)
     for ax, (title, cm) in zip(axes[0], matrices.items()):
-        sns.heatmap(cm, cmap="magma_r", ax=ax, cbar=False, xticklabels=10, yticklabels=10)
+        sns.heatmap(cm, cmap="magma_r", ax=ax, cbar=False, xticklabels=every, yticklabels=every)
         ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     fig.tight_layout()
     return fig

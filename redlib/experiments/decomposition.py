@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -25,6 +25,7 @@ from ..core.train import TrainConfig, fit
 from ..models.backbone import Backbone
 from ..models.tagger import TAGS, Tagger, predict_tags, tag_of, tagging_loss
 from ..red import methods
+from ..red.pipeline import retrain_residuals
 from ..tasks.arithmetic import MIN_SUM
 from ..tasks.mixed import OPS, make_task2, step_pairs, step_text
 from . import ranges
@@ -49,6 +50,7 @@ class DecompositionConfig(MixedTaskConfig):
     tagger_lr: float = 0.001
     tagger_epochs: int | None = None
     tagger_samples: int | None = None
+    check_head_lr: float = 0.001
 
     NOTEBOOK: ClassVar[str] = "step_decomposition"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -62,6 +64,7 @@ class DecompositionConfig(MixedTaskConfig):
         super().check()
         self.require_positive("tagger_hidden", "op_samples", "tagger_epochs", "tagger_samples")
         self.require_finite("tagger_lr")
+        self.require_finite("check_head_lr", inclusive=True)
 
 
 def op_frames(cfg: DecompositionConfig, seed: int, number_format: str) -> dict[str, pd.DataFrame]:
@@ -84,7 +87,21 @@ def train_ops(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbon
     return ranges.run(cfg, NAMESPACE, seed, setting, frames, key, bb, store, ("domain", ["add", "subtract"], "op"))
 
 
-def execute(ops: ranges.RangeRun, programs: list[Program | None], number_format: str) -> dict[str, np.ndarray]:
+def lr_check(cfg: DecompositionConfig, ops: ranges.RangeRun, store: Store) -> ranges.RangeRun | None:
+    """The op experts' run with RED's residuals trained again at `check_head_lr` (cached; None when it is 0)."""
+    if not cfg.check_head_lr:
+        return None
+    residuals, epochs = retrain_residuals(replace(cfg, head_lr=cfg.check_head_lr), ops.red, ops.encoder, store)
+    return replace(ops, red=replace(ops.red, residuals=residuals, epochs=epochs))
+
+
+def check_label(cfg: DecompositionConfig) -> str:
+    """The tables' name of RED with the residuals of the learning-rate check."""
+    return f"RED, residuals at head_lr {cfg.check_head_lr:g}"
+
+
+def execute(ops: ranges.RangeRun, programs: list[Program | None], number_format: str,
+            routings: dict[str, str] = ROUTINGS) -> dict[str, np.ndarray]:
     """Each routing's final answer for each program; -1 for no program, or a step outside the experts' domain
     (an earlier wrong step left [2, 100])."""
     test = ops.frames["test"]
@@ -93,7 +110,7 @@ def execute(ops: ranges.RangeRun, programs: list[Program | None], number_format:
     built = methods.methods(ops.red, list(ROUTINGS.values()))
     steps = max((len(p[1]) for p in programs if p), default=0)
     out = {}
-    for name, registered in ROUTINGS.items():
+    for name, registered in routings.items():
         x = np.array([p[0][0] if p else -1 for p in programs])
         alive = x >= 0
         for s in range(steps):
@@ -220,6 +237,7 @@ def run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, sto
     spec = spec_for(cfg, seed, setting)
     frames = make_task2(spec)
     ops = train_ops(cfg, seed, setting, bb, store)
+    check = lr_check(cfg, ops, store)
     tagger = train_decomposer(cfg, seed, frames, {"spec": asdict(spec)}, bb, store)
     test = frames["test"]
     truth = list(zip(test["operands"], test["ops"]))
@@ -227,15 +245,26 @@ def run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, sto
     exact = np.array([d is not None and list(d[0]) == list(t[0]) and d[1] == t[1] for d, t in zip(decoded, truth)])
     rows = []
     for source, programs in (("true programs", truth), ("decomposer's programs", decoded)):
-        for name, answers in execute(ops, programs, setting.number_format).items():
+        answers_by = execute(ops, programs, setting.number_format)
+        if check is not None:
+            answers_by |= execute(check, programs, setting.number_format, {check_label(cfg): "RED"})
+        for name, answers in answers_by.items():
             for k in ["all", *sorted(test["steps"].unique())]:
                 sel = np.ones(len(test), bool) if k == "all" else (test["steps"] == k).to_numpy()
                 y, p = test["answer"].to_numpy()[sel], answers[sel]
                 rows.append({"programs": source, "routing": name, "steps": str(k), "accuracy": accuracy(y, p),
                              "macro_f1": macro_f1(y, p, np.unique(y))})
     decomp = test[["phrasing", "steps"]].assign(exact=exact, no_program=[d is None for d in decoded])
+    scores = ranges.evaluate(ops)
+    op_experts, epochs = [scores["overall"]], [scores["epochs"]]
+    if check is not None:
+        again = ranges.evaluate(check)
+        red = again["overall"][again["overall"]["method"].isin(["RED", "RED (true range)"])]
+        op_experts.append(red.assign(method=red["method"].str.replace("RED", check_label(cfg), regex=False)))
+        epochs.append(again["epochs"].assign(stage=again["epochs"]["stage"] + f" (head_lr {cfg.check_head_lr:g})"))
     return {"execution": ops.tag(pd.DataFrame(rows)), "decomposer": ops.tag(decomp),
-            "op_experts": ranges.evaluate(ops)["overall"], "examples": _examples(ops, test, decoded, setting)}
+            "op_experts": pd.concat(op_experts, ignore_index=True), "epochs": pd.concat(epochs, ignore_index=True),
+            "examples": _examples(ops, test, decoded, setting)}
 
 
 def _examples(ops: ranges.RangeRun, test: pd.DataFrame, decoded: list[Program | None], setting: Setting) -> pd.DataFrame:
@@ -308,4 +337,21 @@ def findings(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, 
         f"- The full pipeline the paper describes but does not measure - decomposer, router, op experts - reaches "
         f"RED {dec['RED']:.3f}, softmax MoE {dec['softmax MoE']:.3f}, AllFix {dec['AllFix (equal weights)']:.3f}.",
     ]
+    single = t["op_experts"].groupby("method")["accuracy"].mean()
+    ep = t["epochs"].groupby("stage")[["epochs run", "best epoch"]].mean()
+    residual = ep[ep.index.str.startswith("residual") & ~ep.index.str.contains("head_lr")]
+    capped = bool((residual["best epoch"] >= residual["epochs run"] - 1).all())
+    lines.append(
+        f"- RED's op experts alone: on single steps, routed by the true operation, its residual experts are right "
+        f"for {single['RED (true range)']:.3f} of steps against {single['oracle experts']:.3f} for the classifier "
+        f"experts, both at the paper's learning rate {cfg.head_lr:g}; the residual stages ran "
+        f"{residual['epochs run'].mean():.0f} epochs on average (cap {cfg.max_epochs}), best epoch "
+        f"{residual['best epoch'].mean():.0f}" + (": the cap stopped them while they still improved." if capped
+                                                  else ", stopped by patience."))
+    if cfg.check_head_lr:
+        label = check_label(cfg)
+        lines.append(
+            f"- The same residuals trained at head_lr {cfg.check_head_lr:g} (our check, not the paper's setting): "
+            f"{single[f'{label} (true range)']:.3f} on single steps, and executing the true programs ({main}) "
+            f"{true[label]:.3f}, against {true['RED']:.3f} at {cfg.head_lr:g}.")
     return "\n".join(lines)

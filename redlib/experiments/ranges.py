@@ -129,6 +129,7 @@ class RangeRun:
     setting: Setting
     red: RedRun
     frames: dict[str, pd.DataFrame]
+    encoder: TextEncoder | None = None  # what stage 1 trained (for a stage retrained later)
 
     def tag(self, df: pd.DataFrame) -> pd.DataFrame:
         """The table with this run's seed and setting as columns (`run` is the setting's label)."""
@@ -140,7 +141,8 @@ def run(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: dic
         bb: Backbone, store: Store, domain: Domain = RANGES) -> RangeRun:
     """Every pipeline stage for one seed and setting (cached stages load)."""
     data, texts = task_data(namespace, frames, key, domain)
-    return RangeRun(setting, run_red(cfg, data, TextEncoder(bb, texts, store, namespace), store, seed), frames)
+    encoder = TextEncoder(bb, texts, store, namespace)
+    return RangeRun(setting, run_red(cfg, data, encoder, store, seed), frames, encoder)
 
 
 def evaluate(r: RangeRun, subsets: dict[str, np.ndarray] | None = None) -> dict[str, pd.DataFrame]:

@@ -5,6 +5,7 @@ so an input that repeats is encoded once. Two encoders:
 - `TextEncoder`: a Hugging Face backbone whose bottom blocks are frozen (their states are cached once per
   item) and whose top k blocks train; mean-pooled.
 - `FixedFeatures`: precomputed features; nothing trains under the head (a probe, or a test's random task).
+- `ImageEncoder`: a small CNN over images, trained whole in stage 1 (the MNIST benchmark).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from torch import Tensor, nn
 
 from ..core.store import Store
 from ..models.backbone import Backbone
+from ..models.cnn import SmallCNN
 
 
 def digest(values: list[str] | Tensor) -> str:
@@ -100,3 +102,30 @@ class TextEncoder(Encoder):
     @property
     def device(self) -> torch.device:
         return self.bb.device
+
+
+class ImageEncoder(Encoder):
+    """The research code's small CNN over item images (n_items, 1, 28, 28), trained whole in stage 1."""
+
+    def __init__(self, images: Tensor, device: torch.device | str = "cpu"):
+        super().__init__()
+        self.cnn = SmallCNN().to(device)
+        self.register_buffer("images", images.to(device), persistent=False)
+        self.n_items, self.dim = len(images), SmallCNN.dim
+        self._key = {"encoder": "small-cnn", "images": digest(images)}
+
+    def key(self) -> dict:
+        return self._key
+
+    def trainable(self) -> nn.Module:
+        return self.cnn
+
+    def reset(self) -> None:
+        self.cnn.reset()
+
+    def forward(self, idx: Tensor) -> Tensor:
+        return self.cnn(self.images[idx])  # (B, 1, 28, 28) -> (B, 128)
+
+    @property
+    def device(self) -> torch.device:
+        return self.images.device

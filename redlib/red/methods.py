@@ -20,6 +20,7 @@ from torch.nn import functional as F
 
 from ..core.metrics import accuracy, macro_f1, wilson
 from ..models.combiners import LogitMixture, ProbMixture, ResidualMixture
+from ..models.experts import ScaledExpert
 from .pipeline import RedRun
 
 Gate = Callable[[Tensor, Tensor], Tensor]  # (h (N, d), true domain (N,)) -> alpha (N, K)
@@ -46,12 +47,12 @@ class Method:
 
 
 # name -> builder from a run record; the order is the order of every table
-METHODS: dict[str, Callable[[RedRun], Method]] = {}
+METHODS: dict[str, Callable[[RedRun], Method | None]] = {}
 
 
 def register(name: str):
     """Decorator: add a method builder to the registry under `name`."""
-    def add(builder: Callable[[RedRun], Method]) -> Callable[[RedRun], Method]:
+    def add(builder: Callable[[RedRun], Method | None]) -> Callable[[RedRun], Method | None]:
         METHODS[name] = builder
         return builder
     return add
@@ -134,9 +135,23 @@ def red_code(run: RedRun) -> Method:
     return Method("RED code variant", mix.logits, _router(run))
 
 
+@register("softmax MoE (code experts)")
+def softmax_moe_code(run: RedRun) -> Method | None:
+    """The released code's MoE as we read it: sum_i alpha_i(h) softmax(s B_i A_i h), its own gate trained on the
+    answer loss over the logit experts trained as residuals (only where the run trained that gate)."""
+    if run.code_gate is None:
+        return None
+    mix = ProbMixture([ScaledExpert(e, run.code_scale) for e in run.code_experts])
+    return Method("softmax MoE (code experts)", lambda h, a: mix(h, a).double().log(), lambda h, _: run.code_gate(h))
+
+
 def methods(run: RedRun, names: list[str] | None = None) -> dict[str, Method]:
-    """The registered methods (or those named) built on one run."""
-    return {n: METHODS[n](run) for n in names or METHODS}
+    """The registered methods (or those named) built on one run; unnamed ones the run lacks a stage for are left out."""
+    built = {n: METHODS[n](run) for n in names or METHODS}
+    missing = [n for n, m in built.items() if m is None and names]
+    if missing:
+        raise ValueError(f"this run has no stage for {', '.join(missing)}")
+    return {n: m for n, m in built.items() if m is not None}
 
 
 def predict(run: RedRun, split: str = "test", alpha: dict[str, Override] | None = None,

@@ -12,6 +12,8 @@ With h = h(x) in R^d the encoder's features, C classes and K domains (the paper,
                          loss -log sum_i alpha_i(h) softmax(E_i h)_y, experts frozen
     stage 4  joint       residuals and a copy of the router tuned together on the answer loss
     extra    head_all    a global head W: d -> C trained on all of train (stage 1's head saw 10%)
+             code_gate   (configs with CODE_MOE) the released code's MoE: a gate over the logit experts s B_i A_i h,
+                         trained on the answer loss, the experts frozen
 
 RED:  p(y|x) = softmax(W_c (h + sum_i alpha_i(h) Delta h_i(h)))                            (the paper's eq. (RED))
 
@@ -24,7 +26,7 @@ from __future__ import annotations
 import copy
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Callable, ClassVar
 
 import numpy as np
 import torch
@@ -53,6 +55,7 @@ STAGE_KINDS = {
     "gate": "stage 3: the softmax MoE's own gate",
     "joint": "stage 4: residuals and router tuned jointly",
     "head_all": "global head on all of train",
+    "code_gate": "stage 3: the released code's MoE gate over its logit experts",
 }
 SPLITS = ("train", "val", "test")
 
@@ -78,6 +81,13 @@ class RedConfig(ExperimentConfig):
         if self.expert_hidden < 0 or self.router_hidden < 1:
             raise ParameterError(f"parameters 'expert_hidden' (0: a linear expert) must be >= 0 and 'router_hidden' >= 1, "
                                  f"got {self.expert_hidden} and {self.router_hidden}")
+
+    # the released code's MoE over its residual-trained logit experts, as an extra stage (the MNIST page's)
+    CODE_MOE: ClassVar[bool] = False
+
+    def base_rows(self, labels: Tensor, seed: int) -> Tensor:
+        """Rows of train that stage 1 trains on: a random `backbone_fraction` of them (the paper's 10%)."""
+        return subsample(len(labels), self.backbone_fraction, seed)
 
     def rank(self, d: int) -> int:
         """The residual rank r = d / rank_divisor (at least 1)."""
@@ -162,6 +172,7 @@ class RedRun:
     code_scale: float
     seconds: dict[str, float] = field(default_factory=dict)
     epochs: list[dict] = field(default_factory=list)  # per trained stage: label, epochs run, best epoch, cap
+    code_gate: Router | None = None  # the released code's MoE gate over the code experts (when the config asks)
 
 
 def _ce(model: nn.Module, batch) -> Tensor:
@@ -171,6 +182,15 @@ def _ce(model: nn.Module, batch) -> Tensor:
 
 def _fit_meta(res) -> dict:
     return {"best_epoch": res.best_epoch, "epochs_run": len(res.history)}
+
+
+def balanced_subsample(labels: Tensor, fraction: float, seed: int) -> Tensor:
+    """Sorted indices of `fraction` of the rows with as many of each class (the research code's balanced base)."""
+    classes = labels.unique()
+    k = max(1, round(fraction * len(labels) / len(classes)))
+    g = generator(seed)
+    picks = [rows[torch.randperm(len(rows), generator=g)[:k]] for rows in (torch.nonzero(labels == c)[:, 0] for c in classes)]
+    return torch.cat(picks).sort().values
 
 
 def subsample(n: int, fraction: float, seed: int) -> Tensor:
@@ -210,7 +230,7 @@ class _Stages:
         model = _Base(enc, head)
 
         def train(_: nn.Module) -> dict:
-            pick = subsample(len(data.ids["train"]), cfg.backbone_fraction, self.seed)
+            pick = cfg.base_rows(data.labels["train"], self.seed)
             tr = (data.ids["train"][pick], data.labels["train"][pick])
             # validation repeats few distinct items: score each once (an item's class is fixed)
             val_ids, first = np.unique(data.ids["val"].numpy(), return_index=True)
@@ -243,6 +263,18 @@ class _Stages:
         self._epochs(label, self.store.module(self.kind(name), key, model, run), tc)
         return model.requires_grad_(False).eval()
 
+    def residual(self, i: int, head: nn.Linear, feats: dict[str, Tensor]) -> nn.Module:
+        """Stage 2's RED residual of domain i: Delta h_i trained alone on its domain through the frozen W_c."""
+        cfg, data, d = self.cfg, self.data, self.encoder.dim
+
+        def red_loss(m: nn.Module, b) -> Tensor:
+            return F.cross_entropy(head(b[0] + m(b[0])), b[1])  # W_c (h + Delta h_i)
+
+        sel = {k: data.domains[k] == i for k in ("train", "val")}
+        seed_everything(self.seed * 100 + i)
+        return self.train("residual", f"residual {data.domain_names[i].split()[0]}", cfg.residual(d), red_loss, feats,
+                          data.labels, sel, rank=cfg.rank(d))
+
     def _epochs(self, label: str, meta: dict, tc: TrainConfig) -> None:
         self.epochs.append({"stage": label, "epochs run": meta.get("epochs_run"), "best epoch": meta.get("best_epoch"),
                             "max epochs": tc.max_epochs, "patience": tc.patience})
@@ -256,9 +288,6 @@ def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed
     d, C, K = encoder.dim, data.n_classes, data.n_domains
     labels, domains = data.labels, data.domains
 
-    def red_loss(m: nn.Module, b) -> Tensor:
-        return F.cross_entropy(head(b[0] + m(b[0])), b[1])  # W_c (h + Delta h_i)
-
     def code_loss(m: nn.Module, b) -> Tensor:
         return F.cross_entropy(head(b[0]) + cfg.code_scale * m(b[0]), b[1])  # W_c h + s B_i A_i h
 
@@ -267,12 +296,13 @@ def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed
         for i in range(K):
             sel = {k: domains[k] == i for k in ("train", "val")}
             tag = data.domain_names[i].split()[0]
-            makers = [("expert", lambda: cfg.expert(d, C), _ce, {"hidden": cfg.expert_hidden}),
-                      ("residual", lambda: cfg.residual(d), red_loss, {"rank": cfg.rank(d)}),
-                      ("code", lambda: cfg.code_expert(d, C), code_loss, {"rank": cfg.rank(d), "scale": cfg.code_scale})]
-            for slot, (name, make, loss, extra) in zip(out, makers):
-                seed_everything(seed * 100 + i)
-                slot.append(st.train(name, f"{name} {tag}", make(), loss, feats, labels, sel, **extra))
+            seed_everything(seed * 100 + i)
+            out[0].append(st.train("expert", f"expert {tag}", cfg.expert(d, C), _ce, feats, labels, sel,
+                                   hidden=cfg.expert_hidden))
+            out[1].append(st.residual(i, head, feats))
+            seed_everything(seed * 100 + i)
+            out[2].append(st.train("code", f"code {tag}", cfg.code_expert(d, C), code_loss, feats, labels, sel,
+                                   rank=cfg.rank(d), scale=cfg.code_scale))
         return out
 
     experts_, residuals, code = st.timed(f"stage 2 ({3 * K} experts)", experts)
@@ -305,10 +335,30 @@ def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed
         seed_everything(seed)
         return st.train("head_all", "global head all train", nn.Linear(d, C), _ce, feats, labels)
 
+    def code_gate() -> Router:
+        # the code experts' own answers s * B_i A_i h, as the released MoE mixes them (without W_c h)
+        with torch.no_grad():
+            true = {k: torch.stack([(cfg.code_scale * e(feats[k])).log_softmax(-1).gather(
+                1, labels[k][:, None].to(feats[k].device))[:, 0] for e in code], 1) for k in ("train", "val")}
+        seed_everything(seed)
+        return st.train("code_gate", "code moe gate", cfg.router(d, K), moe_gate_loss, feats, true,
+                        hidden=cfg.router_hidden, rank=cfg.rank(d), scale=cfg.code_scale)
+
     gate_ = st.timed("stage 3 (MoE gate)", gate)
     head_all_ = st.timed("global head on all of train", head_all)
+    code_gate_ = st.timed("stage 3 (code MoE gate)", code_gate) if cfg.CODE_MOE else None
     return RedRun(seed, data, feats, head, experts_, residuals, code, router_, joint_, gate_, head_all_, cfg.code_scale,
-                  st.seconds, st.epochs)
+                  st.seconds, st.epochs, code_gate_)
+
+
+def retrain_residuals(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store) -> tuple[list[nn.Module], list[dict]]:
+    """A finished run's RED residuals trained again under `cfg` (another head_lr, say; stage 1 must be the same,
+    and loads from the cache), each cached like stage 2; with their epochs."""
+    st = _Stages(cfg, run.data, encoder, store, run.seed)
+    head = st.base()
+    if not torch.equal(head.weight, run.head.weight):
+        raise ValueError("retrain_residuals: the config changes stage 1 (its global head differs from the run's)")
+    return [st.residual(i, head, run.features) for i in range(run.data.n_domains)], st.epochs[1:]
 
 
 def moe_gate_loss(gate: Router, batch) -> Tensor:

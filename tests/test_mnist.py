@@ -1,0 +1,79 @@
+"""MNIST benchmark: the IDX loader, clear errors on a bad data_dir, and a tiny trained run on the embedded digits."""
+
+import gzip
+
+import numpy as np
+import pytest
+
+from redlib.core.config import ParameterError
+from redlib.core.store import Store
+from redlib.experiments import mnist
+from redlib.red import methods
+from redlib.tasks import mnist as data
+
+
+def write_idx(path, array: np.ndarray, gz: bool) -> None:
+    header = bytes([0, 0, 0x08, array.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in array.shape)
+    raw = header + array.astype(np.uint8).tobytes()
+    (gzip.open(f"{path}.gz", "wb") if gz else open(path, "wb")).write(raw)
+
+
+@pytest.fixture
+def idx_dir(tmp_path):
+    rng = np.random.default_rng(0)
+    for part, n in (("train", 100), ("test", 20)):
+        images, labels = data.IDX_FILES[part]
+        write_idx(tmp_path / images, rng.integers(0, 256, (n, 28, 28)), gz=part == "train")
+        write_idx(tmp_path / labels, np.arange(n) % 10, gz=False)
+    return tmp_path
+
+
+def test_the_idx_loader_reads_gzipped_and_plain_files(idx_dir):
+    full = data.load_idx_dir(str(idx_dir))
+    assert full["train"][0].shape == (100, 28, 28) and full["test"][0].shape == (20, 28, 28)
+    assert list(full["test"][1][:12]) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1]
+    parts = data.splits(str(idx_dir), split_seed=0)
+    assert [len(parts[k][1]) for k in ("train", "val", "test")] == [90, 10, 20]
+    assert (np.bincount(parts["val"][1], minlength=10) == 1).all()  # stratified: one of each digit
+
+
+def test_a_missing_or_malformed_data_dir_is_a_one_line_error(tmp_path, idx_dir):
+    with pytest.raises(ParameterError, match="does not exist"):
+        mnist.MnistConfig.from_params(profile="smoke", data_dir=str(tmp_path / "nope")).preflight()
+    (idx_dir / "t10k-labels-idx1-ubyte").unlink()
+    with pytest.raises(ParameterError, match="missing: t10k-labels-idx1-ubyte"):
+        data.check_idx_dir(str(idx_dir))
+    (idx_dir / "t10k-labels-idx1-ubyte").write_bytes(b"not an idx file")
+    with pytest.raises(ParameterError, match="not an MNIST IDX file"):
+        data.load_idx_dir(str(idx_dir))
+    with pytest.raises(ParameterError, match="allowed: paper, code"):
+        mnist.MnistConfig.from_params(judged_forms="released")
+
+
+def test_the_embedded_split_is_stratified_8_1_1_and_fixed():
+    parts = data.splits(None, split_seed=0)
+    assert [len(parts[k][1]) for k in ("train", "val", "test")] == [4000, 500, 500]
+    assert (np.bincount(parts["test"][1]) == 50).all()
+    assert np.array_equal(parts["test"][1], data.splits(None, split_seed=0)["test"][1])
+    assert data.to_tensor(parts["test"][0]).shape == (500, 1, 28, 28)
+
+
+def test_a_tiny_run_beats_chance_and_has_both_moe_forms(tmp_path):
+    cfg = mnist.MnistConfig.from_params(profile="smoke", max_epochs=2, backbone_epochs=2)
+    parts = data.splits(None, split_seed=0)
+    parts = {k: (x[: len(x) // 4], y[: len(y) // 4]) for k, (x, y) in parts.items()}  # 1,000 / 125 / 125 digits
+    run = mnist.run(cfg, 0, parts, Store(tmp_path))
+    base = cfg.base_rows(run.data.labels["train"], 0)
+    assert (np.bincount(run.data.labels["train"][base].numpy()) == 10).all()  # 10% of 1,000, balanced by label
+    t = mnist.evaluate(run)
+    acc = t["overall"].set_index("method")["accuracy"]
+    assert {"softmax MoE", "softmax MoE (code experts)", mnist.CODE_UNIFORM} <= set(acc.index)
+    assert acc["oracle experts"] > 0.3 and acc["RED"] > 0.2  # chance is 0.1
+    assert set(t["routing"].columns) >= set(data.DOMAIN_NAMES) and len(t["routing"]) == 10
+    np.testing.assert_allclose(t["routing"][data.DOMAIN_NAMES].sum(axis=1), 1.0, rtol=1e-5)
+    claims = mnist.claims(cfg, {k: v for k, v in t.items()})
+    assert set(claims) == {"mn.base.acc", "mn.uniform.acc", "mn.moe.acc", "mn.red.acc", "mn.red.per_domain",
+                           "mn.moe.per_domain"}
+    assert claims["mn.red.acc"]["extensions"]  # the code's forms beside the paper's
+    assert len(claims["mn.red.per_domain"]["value"]) == 5 and "extensions" not in claims["mn.base.acc"]
+    assert list(methods.methods(run)) == list(methods.METHODS)  # the code MoE's gate is one of this run's stages
