@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed-stamp
 # The filter never fails (no line left is fine), so with pipefail a failing pip still fails the target.
 QUIET_PIP := { grep -v "is ignored: it is neither a file nor a directory" || true; }
 
-.PHONY: install book test unit notebooks bench clean
+.PHONY: install book test unit notebooks nbval-reference bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -32,9 +32,16 @@ test: $(STAMP) unit notebooks
 unit: $(STAMP)
 	$(PY) -m pytest -q tests
 
+# nbval re-executes the committed smoke notebooks (tests/nbval/) and compares each cell marked
+# NBVAL_CHECK_OUTPUT with the output committed there
 notebooks: $(STAMP)
 	$(PY) -m redlib book --profile smoke
-	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg _build/smoke/book/*.ipynb
+	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg tests/nbval/*.ipynb
+
+## make nbval-reference: after a change meant to move numbers, execute the smoke notebooks and commit them as nbval's reference
+nbval-reference: $(STAMP)
+	$(PY) -m redlib book --profile smoke
+	mkdir -p tests/nbval && rm -f tests/nbval/*.ipynb && cp _build/smoke/book/*.ipynb tests/nbval/
 
 ## make bench: speed and memory of the pipeline on this machine (long: it runs the full profile cold)
 ## make bench BENCH_ARGS="--notebooks task1_addition": re-time one page and update its entry

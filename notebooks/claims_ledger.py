@@ -37,6 +37,7 @@ device = "cpu"  # unused: this page trains nothing
 results_dir = "results"  # where the notebooks wrote their results
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 from IPython.display import HTML, Markdown, display
 
 from redlib.book import ledger, pages
@@ -51,6 +52,7 @@ display(HTML(ledger.summary_html(counts)))
 # ## Every claim
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 display(HTML(ledger.table_html(table)))
 
 # %% tags=["hide-input"]

@@ -25,6 +25,7 @@ device = "cpu"  # unused: this page trains nothing
 results_dir = "results"  # where the notebooks wrote their results
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 from IPython.display import HTML, Markdown, display
 
 from redlib.book import ledger, pages, plots
@@ -79,6 +80,7 @@ plots.red_diagram();
 # measured (and with what verdict); parts still to come say so.
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 status = ledger.status(collected)
 results.table("status", status)
 display(Markdown(status.to_markdown(index=False)))

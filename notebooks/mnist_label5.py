@@ -109,6 +109,7 @@ for name, df in t.items():
 # digits; ours: the table above):
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 plots.styled(mnist.summary(t["overall"]), precision=3)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "MNIST test accuracy per method, mean over seeds with one standard deviation.", "name": "fig-mn-overall"}, "image": {"alt": "Bar chart of MNIST test accuracy per method"}}
@@ -151,6 +152,7 @@ plots.confusions(mnist.confusions(first), "predicted digit", "true digit", every
 # are an extension beside each claim.
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 results.record(mnist.claims(cfg, t))
 ledger.styled(ledger.page_table(results.claims))
 

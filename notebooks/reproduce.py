@@ -50,6 +50,7 @@ device = "cpu"  # unused: this page trains nothing
 results_dir = "results"  # where the notebooks wrote their results
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 import pandas as pd
 from IPython.display import Markdown, display
 

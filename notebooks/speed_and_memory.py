@@ -32,6 +32,7 @@ device = "cpu"  # unused: this page trains nothing
 results_dir = "results"  # the bench file is <results_dir>/bench/bench.json
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 import pandas as pd
 from IPython.display import Markdown, display
 

@@ -109,6 +109,7 @@ for name, df in t.items():
 # over seeds.
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 plots.styled(t["op_experts"].groupby(["run", "method"], sort=False)[["accuracy", "macro_f1"]].mean(), precision=4)
 
 # %% [markdown]
@@ -129,6 +130,7 @@ plots.styled(t["epochs"].groupby("stage", sort=False).agg({"epochs run": "mean",
 # mean over seeds:
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 plots.styled(decomposition.decomposer_table(t["decomposer"]), precision=3)
 
 # %% [markdown]
@@ -163,6 +165,7 @@ plots.styled(ex[(ex["seed"] == cfg.seed) & (ex["run"] == main)].drop(columns=["s
 # ## The paper's claims against our runs
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 results.record(decomposition.claims(cfg, t))
 ledger.styled(ledger.page_table(results.claims))
 

@@ -143,6 +143,7 @@ for name, df in t.items():
 # (Qwen3-0.6B, iid sampling):
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 plots.styled(ranges.overall_summary(t["overall"], "t1"), precision=3)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Test accuracy per method, mean over seeds with one standard deviation, in each setting: the iid split (the paper's sampling), the pairs split (unseen operand pairs) and the pairs split with digit-spaced numbers.", "name": "fig-t1-overall"}, "image": {"alt": "Bar chart of test accuracy per method and split"}}
@@ -210,6 +211,7 @@ plots.confusions(ranges.confusions(first, t["overall"]), "predicted sum", "true 
 # ordering holds in every seed; a `bound` claim when every seed lies in the stated range.
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 results.record(task1.claims(cfg, t))
 ledger.styled(ledger.page_table(results.claims))
 

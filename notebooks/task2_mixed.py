@@ -119,6 +119,7 @@ for name, df in t.items():
 # Mean and standard deviation over seeds, in each setting, next to the paper's numbers:
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 plots.styled(ranges.overall_summary(t["overall"], "t2"), precision=3)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Task 2 test accuracy per method, mean over seeds with one standard deviation, on the iid split (the paper's sampling) and the isolated split (unseen symbolic forms).", "name": "fig-t2-overall"}, "image": {"alt": "Bar chart of Task 2 test accuracy per method and setting"}}
@@ -170,6 +171,7 @@ plots.confusions(ranges.confusions(first, t["overall"]), "predicted answer", "tr
 # Judged by the {ref}`claims ledger <ledger>`'s rules, in the claims' setting (iid, whole numbers).
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 results.record(task2.claims(cfg, t))
 ledger.styled(ledger.page_table(results.claims))
 

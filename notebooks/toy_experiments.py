@@ -103,6 +103,7 @@ results.table("a_linear_weights", weights_a)
 # The learned weights of each expert, mean and spread over seeds (the paper: $w = [0.5, 0.5]$, $b = 0$):
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 plots.styled(seed_summary(weights_a, ["expert"], ["w1", "w2", "b"]), precision=5)
 
 
@@ -124,6 +125,7 @@ plots.accuracy_heatmap(accuracy_table(evals_a), "A: linear experts, accuracy (me
 # Mean absolute error in units of the sum, mean over seeds:
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 plots.styled(error_table(evals_a), precision=4)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment A, first seed: each linear expert's prediction along the diagonal a = b and the anti-diagonal b = 101 - a (grey bands: the training domains on the diagonal).", "name": "fig-toy-a-curves"}, "image": {"alt": "Line plots of linear experts' predictions against the true sum"}}
@@ -224,6 +226,7 @@ plots.domain_bars(combined.astype({"domain": str}), x="domain", y="accuracy", hu
 # **does not hold** otherwise (the verdicts come from the {ref}`claims ledger <ledger>`'s rules).
 
 # %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
 results.record(toy.claims(evals_a, weights_a, evals_b, evals_c))
 verdicts = ledger.page_table(results.claims)
 ledger.styled(verdicts)

@@ -248,7 +248,7 @@ def book_build_seconds(workdir: Path) -> float:
 SMOKE_TEST_COMMANDS = [
     "{python} -m pytest -q tests",
     "{python} -m redlib book --profile smoke",
-    "{python} -m pytest -q -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg _build/smoke/book/*.ipynb",
+    "{python} -m pytest -q -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg tests/nbval/*.ipynb",
 ]
 
 

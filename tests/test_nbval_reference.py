@@ -1,0 +1,35 @@
+"""nbval's committed reference (tests/nbval/): one smoke-executed notebook per page, current, with compared cells."""
+
+import json
+
+import jupytext
+import pytest
+
+from redlib.book.pages import NOTEBOOKS
+from redlib.core.runtime import project_root
+
+REFERENCE = project_root() / "tests" / "nbval"
+MARK = "# NBVAL_CHECK_OUTPUT"
+
+
+def code_cells(nb: dict) -> list[str]:
+    """Sources of the code cells, without papermill's injected parameters."""
+    return ["".join(c["source"]) if isinstance(c["source"], list) else c["source"] for c in nb["cells"]
+            if c["cell_type"] == "code" and "injected-parameters" not in c.get("metadata", {}).get("tags", [])]
+
+
+@pytest.mark.parametrize("name", list(NOTEBOOKS))
+def test_every_page_has_a_smoke_reference_with_compared_outputs(name):
+    nb = json.loads((REFERENCE / f"{name}.ipynb").read_text())
+    assert nb["metadata"]["papermill"]["parameters"].get("profile") == "smoke"
+    marked = [c for c in nb["cells"] if c["cell_type"] == "code" and "".join(c["source"]).startswith(MARK)]
+    assert marked and all(c["outputs"] for c in marked), f"{name}: no compared cell with an output"
+    assert not any(o.get("output_type") == "stream" for c in marked for o in c["outputs"]), \
+        f"{name}: a compared cell writes to stdout/stderr (progress, warnings), which differ between runs"
+
+
+@pytest.mark.parametrize("name", list(NOTEBOOKS))
+def test_the_reference_runs_the_notebooks_code_of_today(name):
+    ours = code_cells(json.loads(jupytext.writes(jupytext.read(project_root() / "notebooks" / f"{name}.py"), "ipynb")))
+    ref = code_cells(json.loads((REFERENCE / f"{name}.ipynb").read_text()))
+    assert ref == ours, f"tests/nbval/{name}.ipynb is older than notebooks/{name}.py: run `make nbval-reference`"
