@@ -25,6 +25,7 @@ from ..red import methods
 from ..red.encoders import ImageEncoder
 from ..red.pipeline import RedConfig, RedRun, TaskData, balanced_subsample, run_red
 from ..tasks.mnist import DOMAIN_NAMES, N_CLASSES, Arrays, check_idx_dir, domain_of, splits, to_tensor
+from .ranges import ORDER
 
 NAMESPACE = "mnist"
 FORMS = ("paper", "code")
@@ -36,7 +37,6 @@ JUDGED = {"paper": {"base": "global head", "uniform": "uniform averaging", "moe"
                    "red": "RED code variant"}}
 FORM_LABELS = {"paper": "the paper's forms (hidden-space RED, classifier experts)",
                "code": "the released code's forms (logit experts trained as residuals)"}
-DEPLOYABLE_ORDER = ["RED", "softmax MoE", "global head", "uniform averaging"]
 
 
 @dataclass
@@ -175,10 +175,10 @@ def findings(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_
     acc = ov.groupby("method")["accuracy"].agg(["mean", "std"])
     words = lambda m: f"{acc.loc[m, 'mean']:.3f}" + ("" if pd.isna(acc.loc[m, "std"]) else f" ± {acc.loc[m, 'std']:.3f}")  # noqa: E731
     judged = JUDGED[cfg.judged_forms]
-    ranked = acc.loc[DEPLOYABLE_ORDER, "mean"].sort_values(ascending=False).index
+    ranked = acc.loc[ORDER, "mean"].sort_values(ascending=False).index
     rt = t["router_accuracy"]
     routing = t["routing"].groupby("digit").mean().drop(columns="seed")
-    own = np.mean([routing.loc[d, DOMAIN_NAMES[d // 2]] for d in routing.index])
+    own = np.mean([routing.loc[d, DOMAIN_NAMES[domain_of(d)]] for d in routing.index])
     lines = [
         f"- On the {cfg.data_label}, {len(cfg.seeds)} seed(s) (mean ± sd over seeds): RED {words('RED')}, the softmax MoE with "
         f"its own gate over the classifier experts {words('softmax MoE')}, the global head {words('global head')}, "

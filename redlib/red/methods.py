@@ -10,12 +10,12 @@ log-probabilities as their logits.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Union
+from typing import Callable, Sequence, Union
 
 import numpy as np
 import pandas as pd
 import torch
-from torch import Tensor
+from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..core.metrics import accuracy, macro_f1, wilson
@@ -62,8 +62,8 @@ def _router(run: RedRun) -> Gate:
     return lambda h, _: run.router(h)
 
 
-def _mixture(run: RedRun) -> Callable[[Tensor, Tensor], Tensor]:
-    mix = ProbMixture(run.experts)
+def _mixture(experts: Sequence[nn.Module]) -> Callable[[Tensor, Tensor], Tensor]:
+    mix = ProbMixture(experts)
     # log sum_i alpha_i softmax(E_i h): the log in float64 is one-to-one on float32 probabilities, so the argmax
     # is the mixture's own (a float32 log would merge neighbouring probabilities into ties)
     return lambda h, a: mix(h, a).double().log()
@@ -85,26 +85,26 @@ def global_head_all(run: RedRun) -> Method:
 def oracle(run: RedRun) -> Method:
     """The true domain picks the classifier expert: an upper bound, not deployable."""
     K = run.data.n_domains
-    return Method("oracle experts", _mixture(run), lambda h, d: F.one_hot(d.to(h.device), K).float())
+    return Method("oracle experts", _mixture(run.experts), lambda h, d: F.one_hot(d.to(h.device), K).float())
 
 
 @register("uniform averaging")
 def uniform(run: RedRun) -> Method:
     """alpha_i = 1/K: the experts' softmax outputs averaged."""
     K = run.data.n_domains
-    return Method("uniform averaging", _mixture(run), lambda h, _: torch.full((len(h), K), 1 / K, device=h.device))
+    return Method("uniform averaging", _mixture(run.experts), lambda h, _: torch.full((len(h), K), 1 / K, device=h.device))
 
 
 @register("softmax MoE")
 def softmax_moe(run: RedRun) -> Method:
     """The paper's classical MoE (4.3.4): sum_i alpha_i(h) softmax(E_i h), alpha from its own gate (answer loss)."""
-    return Method("softmax MoE", _mixture(run), lambda h, _: run.gate(h))
+    return Method("softmax MoE", _mixture(run.experts), lambda h, _: run.gate(h))
 
 
 @register("softmax MoE (RED's router)")
 def softmax_moe_shared(run: RedRun) -> Method:
     """The same mixture with RED's range-supervised router as its gate (a labelled variant)."""
-    return Method("softmax MoE (RED's router)", _mixture(run), _router(run))
+    return Method("softmax MoE (RED's router)", _mixture(run.experts), _router(run))
 
 
 @register("RED")
@@ -141,8 +141,8 @@ def softmax_moe_code(run: RedRun) -> Method | None:
     answer loss over the logit experts trained as residuals (only where the run trained that gate)."""
     if run.code_gate is None:
         return None
-    mix = ProbMixture([ScaledExpert(e, run.code_scale) for e in run.code_experts])
-    return Method("softmax MoE (code experts)", lambda h, a: mix(h, a).double().log(), lambda h, _: run.code_gate(h))
+    scaled = [ScaledExpert(e, run.code_scale) for e in run.code_experts]
+    return Method("softmax MoE (code experts)", _mixture(scaled), lambda h, _: run.code_gate(h))
 
 
 def methods(run: RedRun, names: list[str] | None = None) -> dict[str, Method]:

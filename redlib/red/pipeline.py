@@ -38,7 +38,7 @@ from ..core.runtime import generator, seed_everything
 from ..core.store import Store
 from ..core.train import TrainConfig, fit
 from ..models.combiners import ResidualMixture
-from ..models.experts import HeadExpert, LowRankLogits, LowRankResidual
+from ..models.experts import HeadExpert, LowRankLogits, LowRankResidual, ScaledExpert
 from ..models.routers import Router
 from .encoders import Encoder
 
@@ -322,14 +322,17 @@ def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed
 
     joint_ = st.timed("stage 4 (joint tuning)", joint)
 
-    def gate() -> Router:
-        # log softmax(E_i h)_y of each frozen expert at the true class, (N, K): all the gate's loss needs of them
+    def moe_gate(kind: str, label: str, members: list[nn.Module], **extra) -> Router:
+        """A softmax gate over frozen experts, trained on the mixture's answer loss (`moe_gate_loss`)."""
+        # log softmax(member(h))_y of each frozen expert at the true class, (N, K): all the gate's loss needs of them
         with torch.no_grad():
-            true = {k: torch.stack([e(feats[k]).log_softmax(-1).gather(1, labels[k][:, None].to(feats[k].device))[:, 0]
-                                    for e in experts_], 1) for k in ("train", "val")}
+            true = {k: torch.stack([m(feats[k]).log_softmax(-1).gather(1, labels[k][:, None].to(feats[k].device))[:, 0]
+                                    for m in members], 1) for k in ("train", "val")}
         seed_everything(seed)
-        return st.train("gate", "moe gate", cfg.router(d, K), moe_gate_loss, feats, true, hidden=cfg.router_hidden,
-                        experts_hidden=cfg.expert_hidden)
+        return st.train(kind, label, cfg.router(d, K), moe_gate_loss, feats, true, hidden=cfg.router_hidden, **extra)
+
+    def gate() -> Router:
+        return moe_gate("gate", "moe gate", experts_, experts_hidden=cfg.expert_hidden)
 
     def head_all() -> nn.Linear:
         seed_everything(seed)
@@ -337,12 +340,8 @@ def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed
 
     def code_gate() -> Router:
         # the code experts' own answers s * B_i A_i h, as the released MoE mixes them (without W_c h)
-        with torch.no_grad():
-            true = {k: torch.stack([(cfg.code_scale * e(feats[k])).log_softmax(-1).gather(
-                1, labels[k][:, None].to(feats[k].device))[:, 0] for e in code], 1) for k in ("train", "val")}
-        seed_everything(seed)
-        return st.train("code_gate", "code moe gate", cfg.router(d, K), moe_gate_loss, feats, true,
-                        hidden=cfg.router_hidden, rank=cfg.rank(d), scale=cfg.code_scale)
+        scaled = [ScaledExpert(e, cfg.code_scale) for e in code]
+        return moe_gate("code_gate", "code moe gate", scaled, rank=cfg.rank(d), scale=cfg.code_scale)
 
     gate_ = st.timed("stage 3 (MoE gate)", gate)
     head_all_ = st.timed("global head on all of train", head_all)

@@ -21,7 +21,6 @@ N_CLASSES = 10
 DOMAIN_NAMES = [f"D{i + 1} {{{2 * i},{2 * i + 1}}}" for i in range(5)]  # "D1 {0,1}" ... "D5 {8,9}"
 IDX_FILES = {"train": ("train-images-idx3-ubyte", "train-labels-idx1-ubyte"),
              "test": ("t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")}
-SOURCES = ("embedded",)  # or a local folder holding IDX_FILES
 Arrays = tuple[np.ndarray, np.ndarray]  # images (N, 28, 28) uint8, labels (N,) int64
 
 
@@ -54,26 +53,26 @@ def _find(folder: Path, stem: str) -> Path | None:
     return next((p for p in (folder / stem, folder / f"{stem}.gz") if p.is_file()), None)
 
 
-def check_idx_dir(data_dir: str) -> Path:
-    """The folder, if it holds the four standard MNIST IDX files (each may be gzipped); else a one-line error."""
+def check_idx_dir(data_dir: str) -> dict[str, tuple[Path, Path]]:
+    """The four standard MNIST IDX files in the folder (each may be gzipped), as part -> (images, labels) paths;
+    else a one-line error naming the files expected."""
     folder = Path(data_dir).expanduser()
-    expected = [s for pair in IDX_FILES.values() for s in pair]
-    missing = [s for s in expected if _find(folder, s) is None]
+    found = {stem: _find(folder, stem) for pair in IDX_FILES.values() for stem in pair}
+    missing = [stem for stem, path in found.items() if path is None]
     if not folder.is_dir() or missing:
         raise ParameterError(f"data_dir {str(folder)!r} must be a folder holding the MNIST IDX files "
-                             f"{', '.join(expected)} (each may end in .gz); "
+                             f"{', '.join(found)} (each may end in .gz); "
                              + ("it does not exist" if not folder.is_dir() else f"missing: {', '.join(missing)}"))
-    return folder
+    return {part: (found[images], found[labels]) for part, (images, labels) in IDX_FILES.items()}
 
 
 def load_idx_dir(data_dir: str) -> dict[str, Arrays]:
     """Full MNIST from a folder of IDX files: {"train": 60k, "test": 10k} (images, labels)."""
-    folder = check_idx_dir(data_dir)
     out = {}
-    for part, (images, labels) in IDX_FILES.items():
-        x, y = read_idx(_find(folder, images)), read_idx(_find(folder, labels))
+    for part, (images, labels) in check_idx_dir(data_dir).items():
+        x, y = read_idx(images), read_idx(labels)
         if x.ndim != 3 or x.shape[1:] != (28, 28) or y.ndim != 1 or len(x) != len(y):
-            raise ParameterError(f"MNIST {part} files in {folder} do not match: images {x.shape}, labels {y.shape}")
+            raise ParameterError(f"MNIST {part} files in {images.parent} do not match: images {x.shape}, labels {y.shape}")
         out[part] = (x, y.astype(np.int64))
     return out
 
