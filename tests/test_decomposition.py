@@ -97,3 +97,15 @@ def test_text_without_a_chain_decodes_to_no_program(tiny_run):
     tagger = dec.train_decomposer(cfg, 0, make_task2(spec), {"spec": asdict(spec)}, bb, store)  # loads from the cache
     texts = pd.DataFrame({"text": ["What is the answer?", "What is 7?", ""]})
     assert dec.decompose(tagger, bb, texts) == [None, None, None]
+
+
+def test_the_decomposer_is_the_same_whatever_ran_before_it(tiny_run, tmp_path):
+    cfg, bb, _, _ = tiny_run
+    spec = dec.spec_for(cfg, 0, Setting("iid"))
+    frames = make_task2(spec)
+    models = []
+    for i, draws in enumerate((0, 5)):
+        torch.rand(draws)  # another history of torch's global generator (stages trained or loaded before it)
+        models.append(dec.train_decomposer(cfg, 0, frames, {"spec": asdict(spec)}, bb, Store(tmp_path / str(i))))
+    first, second = (m.state_dict() for m in models)
+    assert all(torch.equal(first[k], second[k]) for k in first)

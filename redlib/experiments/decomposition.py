@@ -20,6 +20,7 @@ import torch
 from ..core import measure
 from ..core.claims import load_claims
 from ..core.metrics import accuracy, macro_f1
+from ..core.runtime import seed_everything
 from ..core.store import Store
 from ..core.train import TrainConfig, fit
 from ..models.backbone import Backbone
@@ -208,6 +209,7 @@ def assemble(text: str, tags: list[int], offsets: list[tuple[int, int]]) -> Prog
 def train_decomposer(cfg: DecompositionConfig, seed: int, frames: dict[str, pd.DataFrame], key: dict, bb: Backbone,
                      store: Store) -> Tagger:
     """The tagger trained on the train programs (validation: val's), loaded from the cache when already trained."""
+    seed_everything(seed)  # its initial weights, whatever ran (or loaded) before it in this process
     model = Tagger(bb.full.get_input_embeddings().weight.detach().cpu(), cfg.tagger_hidden)
     tc = TrainConfig(lr=cfg.tagger_lr, weight_decay=cfg.weight_decay, batch_size=cfg.batch_size,
                      virtual_batch=cfg.batch_size, max_epochs=cfg.tagger_epochs, patience=cfg.patience, seed=seed,
@@ -221,7 +223,8 @@ def train_decomposer(cfg: DecompositionConfig, seed: int, frames: dict[str, pd.D
         return {"best_epoch": res.best_epoch, "epochs_run": len(res.history)}
 
     store.module(f"{NAMESPACE}/decomposer", {**key, "backbone": str(bb.path), "train": asdict(tc),
-                                             "hidden": cfg.tagger_hidden, "tags": TAGS, "samples": n}, model, train)
+                                             "hidden": cfg.tagger_hidden, "tags": TAGS, "samples": n,
+                                             "init": "seeded"}, model, train)
     return model.eval()
 
 
