@@ -39,8 +39,9 @@ notebooks: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg tests/nbval/*.ipynb
 
 ## make nbval-reference: after a change meant to move numbers, execute the smoke notebooks and commit them as nbval's reference
+## (from an empty stage cache, as a fresh clone's `make test` runs them: stages cached under other conditions stay out)
 nbval-reference: $(STAMP)
-	$(PY) -m redlib book --profile smoke
+	cache=$$(mktemp -d) && REDLIB_CACHE=$$cache $(PY) -m redlib book --profile smoke && rm -rf $$cache
 	mkdir -p tests/nbval && rm -f tests/nbval/*.ipynb && cp _build/smoke/book/*.ipynb tests/nbval/
 
 ## make bench: speed and memory of the pipeline on this machine (long: it runs the full profile cold)
