@@ -221,7 +221,8 @@ ledger.styled(ledger.page_table(results.claims))
 # Parameters RED adds (five residuals and the router) against the backbone and against the MoE's
 # experts, on the backbone used here and, from its configuration alone (no weights), on
 # Qwen3-0.6B's shape (28 blocks, d = 1024, r = d/4). Router compute is counted as multiply-adds
-# per question against the backbone's (about its non-embedding parameters per token).
+# per question against the backbone's (about its non-embedding parameters per token). The cost claims
+# (`eff.*`) and the boundary claim (`rob.boundary`) are judged on {doc}`robustness_and_cost`.
 
 # %% tags=["hide-input"]
 plots.styled(t["parameter_cost"], precision=4, hide_index=True)

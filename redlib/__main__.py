@@ -40,6 +40,10 @@ def _parser() -> argparse.ArgumentParser:
                             "their entries in an existing bench.json")
     bench.add_argument("--cache", default=None,
                        help="with --notebooks: an empty folder the timed runs fill as their stage cache (kept afterwards)")
+    bench.add_argument("--warm-from", default=None,
+                       help="with --notebooks: start the timed runs from a hard-linked copy of this stage cache (for a "
+                            "page that reuses other pages' stages: time it after they have run); it must not hold the "
+                            "timed page's own stages")
     return ap
 
 
@@ -87,12 +91,16 @@ def main(argv: list[str] | None = None) -> int:
                     config_for(name)  # an unknown name is a one-line error naming the notebooks
                 if cache is not None and cache.exists() and any(cache.iterdir()):
                     raise ParameterError(f"--cache {cache} is not empty: a cold measurement needs an empty folder")
+                warm = Path(args.warm_from) if args.warm_from else None
+                if warm is not None and not warm.is_dir():
+                    raise ParameterError(f"--warm-from {warm} is not a folder (a stage cache, e.g. ./cache)")
                 for p in profiles or ["full"]:
-                    update_pages(out, p, names, cache)
+                    update_pages(out, p, names, cache, warm)
                 print(f"bench updated: {out / 'bench.json'} ({', '.join(names)})")
             else:
-                if args.cache:
-                    raise ParameterError("--cache needs --notebooks (the whole bench times in fresh temporary folders)")
+                if args.cache or args.warm_from:
+                    raise ParameterError("--cache and --warm-from need --notebooks (the whole bench times in fresh "
+                                         "temporary folders)")
                 report = run_bench(out, smoke=args.smoke, profiles=profiles)
                 print(f"bench written: {out / 'bench.json'} ({report['bench_seconds']:.0f} s)")
         elif args.command == "params":

@@ -167,9 +167,17 @@ def throughput(n: int, reps: int) -> dict:
                        "moe_experts_and_router": sum(p.numel() for p in [*moe.parameters(), *router.parameters()])}}
 
 
-def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = None, cache: Path | None = None) -> dict:
-    """Cold wall time and kernel peak memory of each notebook (fresh results folder and cache: `cache` if given)."""
-    env = {**os.environ, "REDLIB_CACHE": str(cache or workdir / "cache"), "REDLIB_PROGRESS": "0"}
+def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = None, cache: Path | None = None,
+                   warm_from: Path | None = None) -> dict:
+    """Cold wall time and kernel peak memory of each notebook (fresh results folder and cache: `cache` if given,
+    started as a hard-linked copy of `warm_from` if given: the stages of the pages a page reuses)."""
+    cache = cache or workdir / "cache"
+    start = "empty stage cache"
+    if warm_from is not None:
+        shutil.copytree(warm_from, cache, copy_function=os.link, dirs_exist_ok=True)
+        entries = sum(1 for _ in cache.rglob("*.safetensors"))
+        start = f"warm: {entries} stage entries hard-linked from {warm_from} (the pages it builds on have run)"
+    env = {**os.environ, "REDLIB_CACHE": str(cache), "REDLIB_PROGRESS": "0"}
     out = {}
     for name in notebooks or list(NOTEBOOKS):
         nb_out = workdir / "book" / f"{name}.ipynb"
@@ -182,7 +190,8 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
         out[name] = {"wall_seconds": time.perf_counter() - t, "kernel_seconds": prov["wall_seconds"],
                      "git_commit": prov.get("git_commit"), "parameters": prov.get("parameters"),
                      "peak_rss_mb": prov["peak_rss_mb"],
-                     "stage_seconds": (prov.get("stages") or {}).get("computed_seconds_by_kind", {})}
+                     "stage_seconds": (prov.get("stages") or {}).get("computed_seconds_by_kind", {}),
+                     "cache_at_start": start}
     return out
 
 
@@ -205,7 +214,8 @@ def profile_passes(profile: str, workdir: Path, passes: int, notebooks: list[str
             "total_seconds": statistics.median(r["total"] for r in runs), "total": spread([r["total"] for r in runs])}
 
 
-def update_pages(out: Path, profile: str, notebooks: list[str], cache: Path | None = None) -> dict:
+def update_pages(out: Path, profile: str, notebooks: list[str], cache: Path | None = None,
+                 warm_from: Path | None = None) -> dict:
     """Time some notebooks cold (one pass) and update only their entries in <out>/bench.json; the rest is kept.
 
     The profile's total becomes the sum of its parts (every notebook's last cold time plus the build), flagged
@@ -216,7 +226,7 @@ def update_pages(out: Path, profile: str, notebooks: list[str], cache: Path | No
         raise FileNotFoundError(f"{path} does not exist: run the whole bench (`make bench`) once before re-timing pages")
     report = json.loads(path.read_text())
     with tempfile.TemporaryDirectory() as tmp:
-        times = notebook_times(profile, Path(tmp), notebooks, cache)
+        times = notebook_times(profile, Path(tmp), notebooks, cache, warm_from)
     block = report.setdefault("notebooks", {}).setdefault(
         profile, {"passes": 1, "per_notebook": {}, "book_build_seconds": None, "total_seconds": None})
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from ..core.config import NotebookConfig, PageConfig, ParameterError, page_config
 from ..experiments.decomposition import DecompositionConfig
 from ..experiments.mnist import MnistConfig
+from ..experiments.robustness import RobustnessConfig
 from ..experiments.task1 import Task1Config
 from ..experiments.task2 import Task2Config
 from ..experiments.toy import ToyConfig
@@ -65,11 +66,12 @@ PAGES: list[Page] = [
          "4.5.4, 4.5.5, 4.8 op experts, step decomposer, execution", ("step_decomposition",), "sd-claims"),
     Page("mnist_label5", "MNIST: five label-pair domains, RED against the baselines", PARTS[1], MnistConfig,
          "research code: MNIST label-pair five-domain benchmark", ("mnist_label5",), "mn-claims"),
+    Page("robustness_and_cost", "Robustness, modularity, ablations and cost", PARTS[2], RobustnessConfig,
+         "4.9 ablations, 4.10 cost, RQ2-RQ3 routing noise and plug-in modularity",
+         ("ablation", "robustness_modularity", "efficiency"), "rob-claims"),
     _reading("speed_and_memory", "Speed and memory", PARTS[2]),
 ]
 PLANNED: list[Planned] = [
-    Planned("4.9 ablations, routing noise and plug-in modularity", ("ablation", "robustness_modularity")),
-    Planned("4.10 cost of training", ("efficiency",)),
     Planned("routing-analysis MoE experiments (heatmaps)", ("routing_analysis",)),
 ]
 BY_NAME = {p.name: p for p in PAGES}

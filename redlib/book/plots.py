@@ -143,3 +143,32 @@ def red_diagram():
             style="italic")
     fig.tight_layout()
     return fig
+
+
+def perturbation_curves(sweep: pd.DataFrame, title: str):
+    """Accuracy against strength per method, one panel per perturbation (columns) and task (rows), sd over seeds."""
+    data = sweep[sweep["perturbation"] != "none"]
+    grid = sns.relplot(data, x="strength", y="accuracy", hue="method", style="method", row="task", col="perturbation",
+                       kind="line", errorbar="sd", markers=True, dashes=False, height=2.8, aspect=1.15,
+                       facet_kws={"sharex": False})
+    grid.set(ylim=(0, 1.02))
+    grid.set_titles("{row_name}: {col_name}", size=9)
+    grid.figure.suptitle(title, fontweight="bold")
+    grid.figure.tight_layout()
+    return grid.figure
+
+
+def change_heatmaps(df: pd.DataFrame, title: str):
+    """Accuracy change (expert touched x domain, mean over seeds) per task (rows) and method (columns), centred at 0."""
+    tasks, names = list(dict.fromkeys(df["task"])), list(dict.fromkeys(df["method"]))
+    fig, axes = plt.subplots(len(tasks), len(names), figsize=(5.2 * len(names), 3.4 * len(tasks)), squeeze=False)
+    for r, task in enumerate(tasks):
+        for c, name in enumerate(names):
+            part = df[(df["task"] == task) & (df["method"] == name)]
+            table = part.pivot_table(index="expert", columns="domain", values="change", sort=False)
+            sns.heatmap(table, annot=True, fmt=".2f", center=0, vmin=-1, vmax=1, cmap="RdBu", cbar=False,
+                        ax=axes[r][c], annot_kws={"size": 8})
+            axes[r][c].set(title=f"{task}: {name}", xlabel="domain", ylabel="expert")
+    fig.suptitle(title, fontweight="bold")
+    fig.tight_layout()
+    return fig

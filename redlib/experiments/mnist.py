@@ -90,16 +90,21 @@ def data_table(data: dict[str, Arrays]) -> pd.DataFrame:
                          for part, (_, y) in data.items()])
 
 
-def run(cfg: MnistConfig, seed: int, data: dict[str, Arrays], store: Store) -> RedRun:
-    """Every stage for one seed (cached stages load): the images as items, the CNN as the encoder."""
+def task(cfg: MnistConfig, data: dict[str, Arrays]) -> tuple[TaskData, ImageEncoder]:
+    """The pipeline's view of the digits (images as items, label pairs as domains) and the CNN encoder over them."""
     images = np.concatenate([x for x, _ in data.values()])
     starts = np.cumsum([0] + [len(y) for _, y in data.values()])
     ids = {part: torch.arange(s, s + len(y)) for (part, (_, y)), s in zip(data.items(), starts)}
     labels = {part: torch.from_numpy(y) for part, (_, y) in data.items()}
-    task = TaskData(NAMESPACE, ids, labels, {k: domain_of(v) for k, v in labels.items()},
-                    [str(c) for c in range(N_CLASSES)], DOMAIN_NAMES,
-                    {"source": cfg.data_dir or "embedded", "split_seed": cfg.split_seed}, domain_kind="domain")
-    return run_red(cfg, task, ImageEncoder(to_tensor(images), resolve_device(cfg.device)), store, seed)
+    td = TaskData(NAMESPACE, ids, labels, {k: domain_of(v) for k, v in labels.items()},
+                  [str(c) for c in range(N_CLASSES)], DOMAIN_NAMES,
+                  {"source": cfg.data_dir or "embedded", "split_seed": cfg.split_seed}, domain_kind="domain")
+    return td, ImageEncoder(to_tensor(images), resolve_device(cfg.device))
+
+
+def run(cfg: MnistConfig, seed: int, data: dict[str, Arrays], store: Store) -> RedRun:
+    """Every stage for one seed (cached stages load): the images as items, the CNN as the encoder."""
+    return run_red(cfg, *task(cfg, data), store, seed)
 
 
 def evaluate(r: RedRun) -> dict[str, pd.DataFrame]:

@@ -1,11 +1,17 @@
-"""What RED costs: parameters of its residuals and router against the backbone and a MoE's experts, router compute."""
+"""What RED costs: parameters and compute per method against the backbone (the one in use and Qwen3-0.6B's shape), and
+the time and memory the bench measured for each page's cold full-profile run."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pandas as pd
 import torch
 from torch import nn
 
+from ..core import measure
+from ..core.runtime import project_root
 from ..models.backbone import Backbone
 from .pipeline import RedConfig
 
@@ -19,23 +25,118 @@ def count(module: nn.Module) -> int:
     return sum(p.numel() for p in module.parameters())
 
 
-def parameter_cost(bb: Backbone, cfg: RedConfig, n_domains: int, n_classes: int, tokens: int) -> pd.DataFrame:
-    """Parameters of RED's residuals + router vs the backbone and the MoE's experts; router vs backbone compute."""
+def _shapes(bb: Backbone) -> list[tuple[str, int, nn.Module, nn.Module]]:
+    """(name, d, model, input embeddings) of the backbone in use and of Qwen3-0.6B's shape (built on `meta`)."""
     from transformers import Qwen3Config, Qwen3Model
 
     with torch.device("meta"):
         qwen = Qwen3Model(Qwen3Config(**QWEN3_0_6B))
-    shapes = [(f"{bb.name} ({type(bb.full).__name__})", bb.dim, bb.full, bb.full.get_input_embeddings()),
-              ("Qwen3-0.6B shape", QWEN3_0_6B["hidden_size"], qwen, qwen.get_input_embeddings())]
+    return [(f"{bb.name} ({type(bb.full).__name__})", bb.dim, bb.full, bb.full.get_input_embeddings()),
+            ("Qwen3-0.6B shape", QWEN3_0_6B["hidden_size"], qwen, qwen.get_input_embeddings())]
+
+
+def macs(module: nn.Module) -> int:
+    """Multiply-accumulates of one pass of a stack of linear layers over one vector (their weights' sizes)."""
+    return sum(m.weight.numel() for m in module.modules() if isinstance(m, nn.Linear))
+
+
+def parameter_cost(bb: Backbone, cfg: RedConfig, n_domains: int, n_classes: int, tokens: int) -> pd.DataFrame:
+    """Parameters of RED's residuals + router vs the backbone and the MoE's experts; router vs backbone compute."""
     rows = []
-    for name, d, model, emb in shapes:
+    for name, d, model, emb in _shapes(bb):
         with torch.device("meta"):
             residual, router, expert = cfg.residual(d), cfg.router(d, n_domains), cfg.expert(d, n_classes)
         backbone, body = count(model), count(model) - count(emb)
         red = n_domains * count(residual) + count(router)
-        router_macs = count(router) - sum(m.out_features for m in router.modules() if isinstance(m, nn.Linear))
         rows.append({"backbone": name, "d": d, "backbone parameters": backbone, "RED residuals + router": red,
                      "RED share of backbone": red / backbone, "MoE experts": n_domains * count(expert),
                      "MoE / RED expert parameters": count(expert) / count(residual),
-                     "router share of compute": router_macs / (body * tokens), "tokens per question": tokens})
+                     "router share of compute": macs(router) / (body * tokens), "tokens per question": tokens})
     return pd.DataFrame(rows)
+
+
+def method_cost(bb: Backbone, cfg: RedConfig, n_domains: int, n_classes: int, tokens: int) -> pd.DataFrame:
+    """Every method's trained parameters beyond the backbone and its compute per query after the backbone's
+    forward, as counts and as shares of the backbone, on the backbone in use and on Qwen3-0.6B's shape."""
+    rows = []
+    for name, d, model, emb in _shapes(bb):
+        K = n_domains
+        with torch.device("meta"):
+            head, router = nn.Linear(d, n_classes), cfg.router(d, K)
+            expert, residual, code = cfg.expert(d, n_classes), cfg.residual(d), cfg.code_expert(d, n_classes)
+        parts = {  # method -> [(module, how many)]
+            "global head": [(head, 1)],
+            "uniform averaging": [(expert, K)],
+            "softmax MoE": [(expert, K), (router, 1)],
+            "RED": [(head, 1), (residual, K), (router, 1)],
+            "RED code variant": [(head, 1), (code, K), (router, 1)],
+        }
+        backbone, body_macs = count(model), (count(model) - count(emb)) * tokens
+        for method, mods in parts.items():
+            n, m = sum(k * count(x) for x, k in mods), sum(k * macs(x) for x, k in mods)
+            rows.append({"backbone": name, "method": method, "parameters": n, "share of backbone parameters": n / backbone,
+                         "MACs per query": m, "share of backbone compute": m / body_macs})
+    return pd.DataFrame(rows)
+
+
+def stage_times(bench_path: Path | None = None) -> pd.DataFrame:
+    """Wall seconds per stage kind and peak memory of each page's last cold full-profile run, from the bench report."""
+    path = bench_path or project_root() / "results" / "bench" / "bench.json"
+    if not path.exists():
+        return pd.DataFrame(columns=["page", "stage", "seconds", "peak_rss_mb", "wall_seconds", "git_commit"])
+    timed = json.loads(path.read_text()).get("notebooks", {}).get("full", {}).get("per_notebook", {})
+    rows = [{"page": page, "stage": kind.split("/")[-1], "seconds": s, "peak_rss_mb": t.get("peak_rss_mb"),
+             "wall_seconds": t.get("wall_seconds"), "runs": _runs(t.get("parameters") or {}),
+             "git_commit": (t.get("git_commit") or "")[:7],
+             "measured_at": t.get("measured_at", "")}
+            for page, t in timed.items() for kind, s in (t.get("stage_seconds") or {}).items()]
+    return pd.DataFrame(rows)
+
+
+
+def time_table(times: pd.DataFrame) -> pd.DataFrame:
+    """Seconds per stage kind (columns) of each timed page, with its wall time, peak memory and commit."""
+    if times.empty:
+        return pd.DataFrame()
+    wide = times.pivot_table(index="page", columns="stage", values="seconds", sort=False)
+    info = times.groupby("page", sort=False)[["wall_seconds", "runs", "peak_rss_mb", "git_commit"]].first()
+    return wide.join(info.assign(peak_gib=info.pop("peak_rss_mb") / 1024))
+
+def _runs(params: dict) -> int:
+    """Seeds x settings a timed page ran (a range task's splits and digit variants), from its recorded parameters."""
+    settings = [v for k in ("splits_reported", "digits_variant_on") for v in str(params.get(k) or "none").split(",")]
+    return int(params.get("n_seeds") or 1) * max(1, sum(v != "none" for v in settings))
+
+
+def claims(c: pd.DataFrame, times: pd.DataFrame, backbone: str) -> dict[str, dict]:
+    """eff.*: parameter and compute shares (judged on Qwen3-0.6B's shape, exact from its configuration), and the
+    time and memory of the last cold full-profile runs (this machine's CPU, the embedded backbone)."""
+    c = c.set_index("backbone")
+    here, qwen = c.iloc[0], c.loc["Qwen3-0.6B shape"]
+    out = {"eff.params": measure.bound([qwen["RED share of backbone"]], 0.0, 0.01, measure="on Qwen3-0.6B's shape",
+                                       embedded_backbone=float(here["RED share of backbone"])),
+           "eff.router_flops": measure.bound([here["router share of compute"]], 0.0, 0.005, backbone=backbone,
+                                             qwen3_0_6b_shape=float(qwen["router share of compute"]))}
+    ratio = float(qwen["MoE / RED expert parameters"])
+    out["eff.red_vs_moe_params"] = measure.order(
+        [ratio >= 10], ratio >= 10, value=ratio, measure="on Qwen3-0.6B's shape",
+        claim_needs="a ratio of at least 10 (one order of magnitude)",
+        embedded_backbone=float(here["MoE / RED expert parameters"]))
+    t1 = times[times["page"] == "task1_addition"]
+    if len(t1):
+        runs = int(t1["runs"].iloc[0])
+        s = t1.set_index("stage")["seconds"]
+        part = lambda *k: float(s.reindex(list(k)).fillna(0).sum()) / runs  # noqa: E731
+        value = {"total_hours": float(t1["wall_seconds"].iloc[0]) / runs / 3600,
+                 "base_hours": part("prefix", "stage1", "features") / 3600, "experts_minutes": part("expert") / 60,
+                 "router_red_hours": part("router", "residual") / 3600}
+        out["eff.train_time"] = {"value": value, "per_seed": [value], "runs_timed": runs,
+                                 "measure": "per seed and setting of Task 1, this machine's CPU, the embedded backbone "
+                                            "(the paper: Qwen3-0.6B on an RTX 3060 Ti)",
+                                 "git_commit": t1["git_commit"].iloc[0]}
+    if len(times):
+        peak = times.groupby("page")["peak_rss_mb"].first() / 1024
+        out["eff.peak_memory"] = measure.bound([float(peak.max())], 0.0, 6.5, measure="peak resident memory (GiB) of "
+                                               "a page's kernel on CPU (the paper: accelerator memory)",
+                                               per_page={k: float(v) for k, v in peak.items()})
+    return out

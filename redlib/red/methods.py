@@ -20,7 +20,7 @@ from torch.nn import functional as F
 
 from ..core.metrics import accuracy, macro_f1, wilson
 from ..models.combiners import LogitMixture, ProbMixture, ResidualMixture
-from ..models.experts import ScaledExpert
+from ..models.experts import BasePlusResidual, ScaledExpert
 from .pipeline import RedRun
 
 Gate = Callable[[Tensor, Tensor], Tensor]  # (h (N, d), true domain (N,)) -> alpha (N, K)
@@ -143,6 +143,17 @@ def softmax_moe_code(run: RedRun) -> Method | None:
         return None
     scaled = [ScaledExpert(e, run.code_scale) for e in run.code_experts]
     return Method("softmax MoE (code experts)", _mixture(scaled), lambda h, _: run.code_gate(h))
+
+
+def residual_gating(run: RedRun) -> Method:
+    """The no-residual ablation (4.9.1): RED's own experts and router, each expert answering softmax(W_c (h + Delta h_i))
+    and alpha mixing those answers as probabilities (plain softmax gating) instead of summing residuals in hidden
+    space. Not registered: only the ablation uses it."""
+    experts = [nn.Sequential(BasePlusResidual(nn.Identity(), r), run.head) for r in run.residuals]
+    return Method(NO_RESIDUAL, _mixture(experts), _router(run))
+
+
+NO_RESIDUAL = "RED's experts, softmax gating"
 
 
 def methods(run: RedRun, names: list[str] | None = None) -> dict[str, Method]:

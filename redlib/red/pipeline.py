@@ -275,6 +275,27 @@ class _Stages:
         return self.train("residual", f"residual {data.domain_names[i].split()[0]}", cfg.residual(d), red_loss, feats,
                           data.labels, sel, rank=cfg.rank(d))
 
+    def expert(self, i: int, feats: dict[str, Tensor]) -> nn.Module:
+        """Stage 2's classifier expert E_i of domain i, trained alone on its domain."""
+        cfg, data, d = self.cfg, self.data, self.encoder.dim
+        sel = {k: data.domains[k] == i for k in ("train", "val")}
+        seed_everything(self.seed * 100 + i)
+        return self.train("expert", f"expert {data.domain_names[i].split()[0]}", cfg.expert(d, data.n_classes), _ce,
+                          feats, data.labels, sel, hidden=cfg.expert_hidden)
+
+    def router(self, feats: dict[str, Tensor], domains: int | None = None) -> Router:
+        """Stage 3's router on the domain labels; with `domains` = k, a router over the first k domains only, trained
+        on their samples (a system deployed before the later domains' experts existed)."""
+        cfg, K = self.cfg, self.data.n_domains
+        seed_everything(self.seed)
+        loss = lambda m, b: F.cross_entropy(m.logits(b[0]), b[1])  # noqa: E731
+        if domains is None or domains == K:
+            return self.train("router", "router", cfg.router(self.encoder.dim, K), loss, feats, self.data.domains,
+                              hidden=cfg.router_hidden)
+        sel = {k: self.data.domains[k] < domains for k in ("train", "val")}
+        return self.train("router", f"router over {domains} domains", cfg.router(self.encoder.dim, domains), loss, feats,
+                          self.data.domains, sel, hidden=cfg.router_hidden, domains=domains)
+
     def _epochs(self, label: str, meta: dict, tc: TrainConfig) -> None:
         self.epochs.append({"stage": label, "epochs run": meta.get("epochs_run"), "best epoch": meta.get("best_epoch"),
                             "max epochs": tc.max_epochs, "patience": tc.patience})
@@ -296,9 +317,7 @@ def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed
         for i in range(K):
             sel = {k: domains[k] == i for k in ("train", "val")}
             tag = data.domain_names[i].split()[0]
-            seed_everything(seed * 100 + i)
-            out[0].append(st.train("expert", f"expert {tag}", cfg.expert(d, C), _ce, feats, labels, sel,
-                                   hidden=cfg.expert_hidden))
+            out[0].append(st.expert(i, feats))
             out[1].append(st.residual(i, head, feats))
             seed_everything(seed * 100 + i)
             out[2].append(st.train("code", f"code {tag}", cfg.code_expert(d, C), code_loss, feats, labels, sel,
@@ -307,12 +326,7 @@ def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed
 
     experts_, residuals, code = st.timed(f"stage 2 ({3 * K} experts)", experts)
 
-    def router() -> Router:
-        seed_everything(seed)
-        return st.train("router", "router", cfg.router(d, K), lambda m, b: F.cross_entropy(m.logits(b[0]), b[1]),
-                        feats, domains, hidden=cfg.router_hidden)
-
-    router_ = st.timed("stage 3 (router)", router)
+    router_ = st.timed("stage 3 (router)", lambda: st.router(feats))
 
     def joint() -> Joint:
         red = ResidualMixture([copy.deepcopy(r).requires_grad_(True) for r in residuals], head)
@@ -350,14 +364,38 @@ def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed
                   st.seconds, st.epochs, code_gate_)
 
 
-def retrain_residuals(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store) -> tuple[list[nn.Module], list[dict]]:
-    """A finished run's RED residuals trained again under `cfg` (another head_lr, say; stage 1 must be the same,
-    and loads from the cache), each cached like stage 2; with their epochs."""
+def retrain_residuals(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store,
+                      seed: int | None = None) -> tuple[list[nn.Module], list[dict]]:
+    """A finished run's RED residuals trained again under `cfg` (another head_lr or rank, say) or with another
+    `seed`, on the run's stage 1 (it must be the same, and loads from the cache); each cached like stage 2; with
+    their epochs."""
+    st = _restart(cfg, run, encoder, store, seed)
+    return [st.residual(i, run.head, run.features) for i in range(run.data.n_domains)], st.epochs[1:]
+
+
+def retrain_experts(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store,
+                    seed: int | None = None) -> tuple[list[nn.Module], list[dict]]:
+    """A finished run's classifier experts E_i trained again under `cfg` or with another `seed` (as `retrain_residuals`)."""
+    st = _restart(cfg, run, encoder, store, seed)
+    return [st.expert(i, run.features) for i in range(run.data.n_domains)], st.epochs[1:]
+
+
+def router_over(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, domains: int) -> Router:
+    """A router over the run's first `domains` domains, trained on their samples only (cached like stage 3)."""
+    if not 1 <= domains <= run.data.n_domains:
+        raise ValueError(f"router_over: domains must be in [1, {run.data.n_domains}], got {domains}")
+    return _restart(cfg, run, encoder, store, None).router(run.features, domains)
+
+
+def _restart(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, seed: int | None) -> _Stages:
+    """The stages of a finished run, stage 1 reloaded (and checked to be the run's), ready to train more (with `seed`)."""
     st = _Stages(cfg, run.data, encoder, store, run.seed)
     head = st.base()
     if not torch.equal(head.weight, run.head.weight):
-        raise ValueError("retrain_residuals: the config changes stage 1 (its global head differs from the run's)")
-    return [st.residual(i, head, run.features) for i in range(run.data.n_domains)], st.epochs[1:]
+        raise ValueError("retraining a stage: the config changes stage 1 (its global head differs from the run's)")
+    if seed is not None:
+        st.seed = seed  # later stages' keys and initialisation carry this seed; stage 1 stays the run's
+    return st
 
 
 def moe_gate_loss(gate: Router, batch) -> Tensor:

@@ -1,0 +1,394 @@
+"""Routing noise, plug-in modularity, the rank and no-residual ablations, and cost (the paper's RQ2-RQ4, 4.9, 4.10).
+
+Nothing here trains from scratch what a section's page trains: the runs of Task 1, Task 2 (the paper's iid
+protocol) and MNIST are the same pipeline calls with the same configs as their pages, so their stages load
+from the cache (and train, on a fresh machine). New are only the stages the studies need: residuals of other
+ranks, experts retrained with another seed, a router over the first domains.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, replace
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+import torch
+
+from ..core import measure
+from ..core.claims import load_claims
+from ..core.config import NotebookConfig, ParameterError
+from ..core.metrics import accuracy
+from ..core.store import Store, state_equal
+from ..models.backbone import Backbone, BackboneError, resolve_backbone
+from ..red import cost, methods, routing
+from ..red.encoders import Encoder
+from ..red.pipeline import RedConfig, RedRun, retrain_experts, retrain_residuals, router_over, run_red
+from ..tasks.mnist import check_idx_dir
+from . import mnist, ranges, task1, task2
+from .ranges import Setting
+
+ROUTED = ("RED", "softmax MoE", "softmax MoE (RED's router)")  # methods whose gate the perturbations hit
+REFERENCE = ("uniform averaging", "global head")  # routing-free references
+TASKS = {"task1": "Task 1", "task2": "Task 2", "mnist": "MNIST"}
+
+
+def _numbers(name: str, text: str, low: float, high: float, kind: type = float) -> list:
+    try:
+        values = [kind(v) for v in text.split(",")]
+    except ValueError:
+        raise ParameterError(f"parameter {name!r} must be comma-separated numbers, got {text!r}") from None
+    if not values or any(not low <= v <= high for v in values):
+        raise ParameterError(f"parameter {name!r} takes numbers in [{low:g}, {high:g}], got {text!r}")
+    return sorted(set(values))
+
+
+@dataclass
+class RobustnessConfig(NotebookConfig):
+    """The robustness, modularity, ablation and cost page: which runs it reuses and what it sweeps."""
+
+    n_seeds: int | None = None
+    backbone: str = "embedded"
+    mnist_data_dir: str | None = None
+    noise_levels: str = "0,0.25,0.5,1,2,4"
+    misroute_fractions: str = "0,0.1,0.2,0.3,0.5,0.75,1"
+    flatten_levels: str = "0,0.25,0.5,0.75,1"
+    rank_divisors: str = "2,4,8,16"
+    replacement_seed: int = 1000
+    stable_tol: float = 0.02
+
+    NOTEBOOK: ClassVar[str] = "robustness_and_cost"
+    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {"smoke": {"n_seeds": 1}, "full": {"n_seeds": 3}}
+
+    def check(self) -> None:
+        super().check()
+        if self.n_seeds < 1:
+            raise ParameterError(f"parameter 'n_seeds' must be >= 1, got {self.n_seeds}")
+        if not 0 < self.stable_tol < 1:
+            raise ParameterError(f"parameter 'stable_tol' must be in (0, 1), got {self.stable_tol}")
+        self.levels()
+        if 4 not in self.ranks:
+            raise ParameterError(f"parameter 'rank_divisors' must include 4 (the paper's r = d/4), got {self.rank_divisors!r}")
+
+    def preflight(self) -> None:
+        """The backbone folder and the MNIST folder, when given, hold what the runs need."""
+        super().preflight()
+        try:
+            resolve_backbone(self.backbone)
+        except BackboneError as err:
+            raise ParameterError(str(err)) from None
+        if self.mnist_data_dir is not None:
+            check_idx_dir(self.mnist_data_dir)
+
+    def levels(self) -> dict[str, list[float]]:
+        """Strengths swept per perturbation (`routing.PERTURBATIONS`)."""
+        misrouted = _numbers("misroute_fractions", self.misroute_fractions, 0, 1)
+        return {"logit noise": _numbers("noise_levels", self.noise_levels, 0, 1e3), "misrouted (random expert)": misrouted,
+                "misrouted (adjacent expert)": misrouted, "flattened": _numbers("flatten_levels", self.flatten_levels, 0, 1)}
+
+    @property
+    def ranks(self) -> list[int]:
+        """Residual rank divisors of the rank ablation (r = d / divisor)."""
+        return [int(v) for v in _numbers("rank_divisors", self.rank_divisors, 1, 1024, int)]
+
+    def sources(self) -> dict[str, RedConfig]:
+        """The configs of the pages whose runs this page reuses, at their profile's values (so their stages load)."""
+        common = {"profile": self.profile, "seed": self.seed, "device": self.device, "n_seeds": self.n_seeds}
+        return {"task1": task1.Task1Config.from_params(**common, backbone=self.backbone),
+                "task2": task2.Task2Config.from_params(**common, backbone=self.backbone),
+                "mnist": mnist.MnistConfig.from_params(**common, data_dir=self.mnist_data_dir)}
+
+
+@dataclass
+class Loaded:
+    """One seed of a source page's run, in the paper's protocol: the pipeline's record and what trained it."""
+
+    task: str  # a key of TASKS
+    cfg: RedConfig
+    red: RedRun
+    encoder: Encoder
+    range_run: ranges.RangeRun | None = None  # the arithmetic tasks' frames (boundary sums)
+
+
+def load(cfg: RobustnessConfig, task: str, seed: int, store: Store, bb: Backbone | None = None,
+         digits: dict | None = None) -> Loaded:
+    """The run of one seed of a source page (Task 1 and Task 2 on the paper's iid split; cached stages load)."""
+    src = cfg.sources()[task]
+    if task == "mnist":
+        data, enc = mnist.task(src, digits)
+        return Loaded(task, src, run_red(src, data, enc, store, seed), enc)
+    module = task1 if task == "task1" else task2
+    rr = module.run(src, seed, Setting(src.split), bb, store)
+    return Loaded(task, src, rr.red, rr.encoder, rr)
+
+
+def _accuracy(run: RedRun, preds: dict) -> dict[str, float]:
+    y = run.data.labels["test"].numpy()
+    return {name: accuracy(y, p) for name, (p, _) in preds.items()}
+
+
+def sweep(ld: Loaded, levels: dict[str, list[float]]) -> pd.DataFrame:
+    """Test accuracy of the routed methods under each perturbation and strength, with the routing-free references."""
+    run = ld.red
+    h = run.features["test"]
+    gates = {"RED": run.router, "softmax MoE": run.gate, "softmax MoE (RED's router)": run.router}
+    ref = _accuracy(run, methods.predict(run, names=list(REFERENCE)))
+    clean = _accuracy(run, methods.predict(run, names=list(ROUTED))) | ref
+    rows = [{"task": TASKS[ld.task], "seed": run.seed, "perturbation": "none", "strength": 0.0, "method": m,
+             "accuracy": a} for m, a in clean.items()]
+    for kind, strengths in levels.items():
+        for j, s in enumerate(strengths):
+            seed = run.seed * 1000 + j  # the same inputs misrouted, the same noise, for every method
+            with torch.no_grad():
+                alpha = {m: routing.perturb(kind, g(h), g.logits(h), s, seed) for m, g in gates.items()}
+            acc = _accuracy(run, methods.predict(run, alpha=alpha, names=list(ROUTED))) | ref
+            rows += [{"task": TASKS[ld.task], "seed": run.seed, "perturbation": kind, "strength": s, "method": m,
+                      "accuracy": a} for m, a in acc.items()]
+    return pd.DataFrame(rows)
+
+
+def _per_domain(run: RedRun, alpha: dict | None = None, names: tuple[str, ...] = ("RED", "softmax MoE")) -> pd.DataFrame:
+    preds = methods.predict(run, alpha=alpha, names=list(names))
+    per_domain = methods.score(run, "test", preds=preds)[1].rename(columns={run.data.domain_kind: "domain"})
+    return per_domain[["method", "domain", "accuracy"]]
+
+
+def modularity(ld: Loaded, store: Store, replacement_seed: int) -> dict[str, pd.DataFrame]:
+    """Per-domain accuracy with each expert removed, with each expert replaced by one trained with another seed,
+    and of a system deployed with all but the last expert, then completed by training that expert and the router."""
+    run, K = ld.red, ld.red.data.n_domains
+    names = [n.split()[0] for n in run.data.domain_names]
+    clean = _per_domain(run).rename(columns={"accuracy": "before"})
+    tag = {"task": TASKS[ld.task], "seed": run.seed}
+
+    def against_clean(df: pd.DataFrame, **cols) -> pd.DataFrame:
+        out = df.merge(clean, on=["method", "domain"]).assign(**cols, **tag)
+        return out.assign(change=out["accuracy"] - out["before"])
+
+    with torch.no_grad():
+        alphas = {"RED": run.router(run.features["test"]), "softmax MoE": run.gate(run.features["test"])}
+    removed = pd.concat([against_clean(_per_domain(run, {m: routing.remove(a, i) for m, a in alphas.items()}),
+                                       expert=names[i]) for i in range(K)])
+    other = replacement_seed + run.seed
+    residuals, _ = retrain_residuals(ld.cfg, run, ld.encoder, store, seed=other)
+    experts, _ = retrain_experts(ld.cfg, run, ld.encoder, store, seed=other)
+    replaced = pd.concat([against_clean(_per_domain(replace(run, residuals=_swap(run.residuals, residuals, i),
+                                                            experts=_swap(run.experts, experts, i))), expert=names[i])
+                          for i in range(K)])
+    return {"removed": removed, "replaced": replaced, "added": added_later(ld, store) .assign(**tag)}
+
+
+def _swap(old: list, new: list, i: int) -> list:
+    return [new[j] if j == i else m for j, m in enumerate(old)]
+
+
+def added_later(ld: Loaded, store: Store) -> pd.DataFrame:
+    """RED deployed with the first K-1 experts and a router over them; then the last expert trained alone and the
+    router retrained on every domain. Raises if the backbone, head or earlier experts change on the way."""
+    run, K = ld.red, ld.red.data.n_domains
+    before = copy.deepcopy([ld.encoder.trainable(), run.head, *run.residuals[:K - 1]])
+    early = replace(run, residuals=run.residuals[:K - 1], router=router_over(ld.cfg, run, ld.encoder, store, K - 1))
+    deployed = _per_domain(early, names=("RED",)).assign(system=f"first {K - 1} experts, router over them")
+    last, _ = retrain_residuals(ld.cfg, run, ld.encoder, store)  # trained alone: the cache entry of stage 2
+    full_router = router_over(ld.cfg, run, ld.encoder, store, K)
+    after = [ld.encoder.trainable(), run.head, *run.residuals[:K - 1]]
+    if not all(state_equal(a, b) for a, b in zip(before, after)):
+        raise AssertionError("adding an expert changed the backbone, the head or an earlier expert")
+    later = replace(run, residuals=[*run.residuals[:K - 1], last[K - 1]], router=full_router)
+    added = _per_domain(later, names=("RED",)).assign(system=f"expert {K} added later, router retrained")
+    at_once = _per_domain(run, names=("RED",)).assign(system="all experts at once")
+    same = state_equal(last[K - 1], run.residuals[K - 1]) and state_equal(full_router, run.router)
+    return pd.concat([deployed, added, at_once]).assign(identical_to_all_at_once=same)[
+        ["system", "domain", "accuracy", "identical_to_all_at_once"]]
+
+
+def rank_ablation(ld: Loaded, store: Store, divisors: list[int]) -> pd.DataFrame:
+    """RED's test accuracy with residuals of rank d / divisor (each trained alone as in stage 2; d/4 is the run's)."""
+    run, d, rows = ld.red, ld.red.features["test"].shape[1], []
+    for k in divisors:
+        cfg = replace(ld.cfg, rank_divisor=k)
+        residuals, epochs = retrain_residuals(cfg, run, ld.encoder, store)
+        acc = _accuracy(run, methods.predict(replace(run, residuals=residuals), names=["RED"]))["RED"]
+        rows.append({"task": TASKS[ld.task], "seed": run.seed, "rank divisor": k, "rank": cfg.rank(d),
+                     "residual parameters": sum(p.numel() for r in residuals for p in r.parameters()), "accuracy": acc,
+                     "best epochs": float(np.mean([e["best epoch"] for e in epochs]))})
+    return pd.DataFrame(rows)
+
+
+def no_residual(ld: Loaded) -> pd.DataFrame:
+    """RED, the no-residual ablation (RED's experts and router, softmax gating) and the MoE baseline, test accuracy."""
+    run = ld.red
+    ablated = methods.residual_gating(run)
+    y, h, dom = run.data.labels["test"].numpy(), run.features["test"], run.data.domains["test"]
+    acc = _accuracy(run, methods.predict(run, names=["RED", "softmax MoE"]))
+    acc[methods.NO_RESIDUAL] = accuracy(y, ablated(h, dom)[0].argmax(-1).cpu().numpy())
+    return pd.DataFrame([{"task": TASKS[ld.task], "seed": run.seed, "method": m, "accuracy": a} for m, a in acc.items()])
+
+
+def boundary(ld: Loaded) -> pd.DataFrame:
+    """Accuracy on range-boundary sums (20/21, 40/41, 60/61, 80/81) of every method, one Task 1 seed."""
+    ov = ranges.evaluate(ld.range_run)["overall"]
+    return ov[["method", "accuracy", "boundary_accuracy", "seed"]]
+
+
+def rank_table(rank: pd.DataFrame) -> pd.DataFrame:
+    """RED accuracy per rank divisor and task (mean and sd over seeds), beside the paper's (d/2, d/4, d/8)."""
+    out = rank.pivot_table(index=["rank divisor", "rank"], columns="task", values="accuracy", aggfunc=["mean", "std"])
+    out.columns = [f"{task} {stat}" for stat, task in out.columns]
+    paper = load_claims()["abl.rank"]["paper"]
+    for i, task in enumerate(("Task 1", "Task 2")):
+        out[f"{task} paper"] = [paper.get(f"d/{k}", [None, None])[i] for k, _ in out.index]
+    return out[sorted(out.columns)]
+
+
+def no_residual_table(nr: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy of RED, its no-residual ablation and the MoE baseline per task, and both readings of the drop."""
+    acc = nr.pivot_table(index="method", columns="task", values="accuracy", sort=False)
+    paper = load_claims()["abl.no_residual"]["paper"]
+    drops = pd.DataFrame({"drop: RED minus the ablation": acc.loc["RED"] - acc.loc[methods.NO_RESIDUAL],
+                          "drop: RED minus the MoE baseline (the paper's reading)": acc.loc["RED"] - acc.loc["softmax MoE"],
+                          "paper's drop": pd.Series({"Task 1": paper["task1_drop"], "Task 2": paper["task2_drop"]})}).T
+    return pd.concat([acc, drops])
+
+
+def mean_drop(sw: pd.DataFrame) -> pd.DataFrame:
+    """Accuracy lost to routing perturbations: clean minus perturbed, mean over every perturbation and strength > 0,
+    per task, seed and method."""
+    clean = sw[sw["perturbation"] == "none"].set_index(["task", "seed", "method"])["accuracy"]
+    hit = sw[(sw["perturbation"] != "none") & (sw["strength"] > 0)]
+    lost = clean.reindex(pd.MultiIndex.from_frame(hit[["task", "seed", "method"]])).to_numpy() - hit["accuracy"].to_numpy()
+    return hit.assign(lost=lost).groupby(["task", "seed", "method"], sort=False)["lost"].mean().reset_index()
+
+
+def plug_in(t: dict[str, pd.DataFrame], task: str, tol: float) -> dict[str, Any]:
+    """mod.plug_in on one task: per seed, whether removing or replacing an expert moves RED's accuracy on the other
+    domains by at most `tol`, and whether adding the last expert later gives the all-at-once system."""
+    def elsewhere(df: pd.DataFrame, method: str) -> pd.Series:
+        d = df[(df["task"] == task) & (df["method"] == method)]
+        d = d[d["domain"].str.split().str[0] != d["expert"]]
+        return d["change"].abs().groupby(d["seed"]).max()
+
+    removal, replacement = elsewhere(t["removed"], "RED"), elsewhere(t["replaced"], "RED")
+    add = t["added"][t["added"]["task"] == task]
+    wide = add.pivot_table(index=["seed", "domain"], columns="system", values="accuracy")
+    later, at_once = [c for c in wide.columns if "later" in c][0], "all experts at once"
+    addition = (wide[later] - wide[at_once]).abs().groupby(level="seed").max()
+    identical = add.groupby("seed")["identical_to_all_at_once"].all()
+    seeds = list(removal.index)
+    holds = [bool(removal[s] <= tol and replacement[s] <= tol and addition[s] <= tol and identical[s]) for s in seeds]
+    value = {"removal: largest change on other domains": float(removal.max()),
+             "replacement: largest change on other domains": float(replacement.max()),
+             "addition: largest difference to all at once": float(addition.max())}
+    return measure.order(holds, all(holds), value=value, tolerance=tol, task=task,
+                         moe_removal=float(elsewhere(t["removed"], "softmax MoE").max()),
+                         moe_replacement=float(elsewhere(t["replaced"], "softmax MoE").max()),
+                         identical_after_addition=bool(identical.all()))
+
+
+
+def _paired(df: pd.DataFrame, a: str, b: str) -> pd.Series:
+    wide = df.pivot_table(index="seed", columns="method", values="accuracy")
+    return wide[a] - wide[b]
+
+
+def claims(cfg: RobustnessConfig, t: dict[str, pd.DataFrame]) -> dict[str, dict]:
+    """Every rob.*, mod.*, abl.* and eff.* claim: judged on Task 1 under the paper's protocol (and Task 2 where the
+    paper gives both); MNIST beside it as an extension."""
+    drops = mean_drop(t["sweep"]).pivot_table(index=["task", "seed"], columns="method", values="lost")
+
+    def noise(task: str) -> dict:
+        d = drops.loc[task]
+        return {**measure.ordering(-d, ["RED", "softmax MoE"]), "value": {m: float(d[m].mean()) for m in ROUTED},
+                "measure": "accuracy lost, mean over every perturbation and strength (lower is more graceful)",
+                "task": task}
+
+    out = {"rob.routing_noise": {**noise("Task 1"), "extensions": {"MNIST": noise("MNIST")}}}
+    bnd = t["boundary"].pivot_table(index="seed", columns="method", values="boundary_accuracy")
+    out["rob.boundary"] = {**measure.ordering(bnd, ["RED", "softmax MoE"]), "task": "Task 1",
+                           "split": "iid (the paper's protocol)"}
+    out["mod.plug_in"] = {**plug_in(t, "Task 1", cfg.stable_tol), "extensions": {"MNIST": plug_in(t, "MNIST", cfg.stable_tol)}}
+    rk = t["rank"].pivot_table(index=["seed", "rank divisor"], columns="task", values="accuracy")
+    seeds = sorted(t["rank"]["seed"].unique())
+    per_seed = [{f"d/{k}": [float(rk.loc[(s, k), "Task 1"]), float(rk.loc[(s, k), "Task 2"])] for k in cfg.ranks}
+                for s in seeds]
+    out["abl.rank"] = {"value": {f"d/{k}": [float(rk.xs(k, level=1)[task].mean()) for task in ("Task 1", "Task 2")]
+                                 for k in cfg.ranks}, "per_seed": per_seed, "measure": "RED accuracy [Task 1, Task 2]",
+                       "split": "iid (the paper's protocol)"}
+    nr = t["no_residual"]
+    drop = {task: _paired(nr[nr["task"] == name], "RED", methods.NO_RESIDUAL) for task, name in
+            (("task1_drop", "Task 1"), ("task2_drop", "Task 2"))}
+    baseline = {task: _paired(nr[nr["task"] == name], "RED", "softmax MoE") for task, name in
+                (("task1_drop", "Task 1"), ("task2_drop", "Task 2"))}
+    out["abl.no_residual"] = {
+        "value": {k: float(v.mean()) for k, v in drop.items()},
+        "per_seed": [{k: float(v.iloc[i]) for k, v in drop.items()} for i in range(len(seeds))],
+        "measure": "RED minus the same experts and router with softmax gating", "split": "iid (the paper's protocol)",
+        "extensions": {"the paper's reading: RED minus the softmax MoE baseline": {
+            "value": {k: float(v.mean()) for k, v in baseline.items()},
+            "per_seed": [{k: float(v.iloc[i]) for k, v in baseline.items()} for i in range(len(seeds))]}}}
+    out |= cost.claims(t["parameter_cost"], t["stage_times"], cfg.backbone)
+    return out
+
+
+def findings(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) -> str:
+    """The page's conclusions in words, from its tables and the ledger's verdicts."""
+    paper, sw = load_claims(), t["sweep"]
+    drops = mean_drop(sw).groupby(["task", "method"])["lost"].mean()
+    end = sw[sw["strength"] == sw.groupby("perturbation")["strength"].transform("max")]
+    at_end = end.groupby(["task", "perturbation", "method"])["accuracy"].mean()
+    lines = ["- **Routing noise** (mean accuracy lost over every perturbation and strength): " + "; ".join(
+        f"{task}: RED {drops[(task, 'RED')]:.3f}, softmax MoE {drops[(task, 'softmax MoE')]:.3f}, the MoE's experts "
+        f"under RED's router {drops[(task, ROUTED[2])]:.3f}" for task in ("Task 1", "MNIST"))
+        + f". The claim that RED degrades more gracefully **{v['rob.routing_noise']}** on Task 1."]
+    for task in ("Task 1", "MNIST"):
+        e = at_end.loc[task]
+        lines.append(f"- {task} at the strongest setting of each perturbation: " + "; ".join(
+            f"{kind} RED {e[(kind, 'RED')]:.3f} vs MoE {e[(kind, 'softmax MoE')]:.3f}"
+            for kind in routing.PERTURBATIONS) + f" (global head {e[('flattened', 'global head')]:.3f}).")
+    bnd = t["boundary"].groupby("method")["boundary_accuracy"].mean()
+    lines.append(f"- On range-boundary sums (Task 1, iid) RED reaches {bnd['RED']:.3f} and the softmax MoE "
+                 f"{bnd['softmax MoE']:.3f}: **{v['rob.boundary']}** (a tie is not 'more accurate').")
+    for task in ("Task 1", "MNIST"):
+        entry = plug_in(t, task, cfg.stable_tol)
+        val = entry["value"]
+        add = t["added"][(t["added"]["task"] == task) & t["added"]["system"].str.startswith("first")]
+        late = add[add["domain"] == add["domain"].iloc[-1]]["accuracy"].mean()
+        lines.append(
+            f"- **Modularity on {task}**: removing one expert moves RED's accuracy on the other domains by at most "
+            f"{val['removal: largest change on other domains']:.3f} (MoE: {entry['moe_removal']:.3f}); replacing one by "
+            f"an expert trained with another seed, by at most {val['replacement: largest change on other domains']:.3f} "
+            f"(MoE: {entry['moe_replacement']:.3f}). Deployed without its last expert, RED answers {late:.3f} of that "
+            f"domain's inputs; adding the expert later (trained alone) and retraining only the router gives "
+            + ("exactly the all-at-once system (bit-identical weights)" if entry["identical_after_addition"] else
+               f"a system within {val['addition: largest difference to all at once']:.3f} of the all-at-once one")
+            + ", the backbone and the earlier experts untouched.")
+    lines.append(f"- The plug-in claim (changes within {cfg.stable_tol} on the domains not touched) "
+                 f"**{v['mod.plug_in']}** on Task 1.")
+    rk = t["rank"].groupby(["task", "rank divisor"])["accuracy"].mean()
+    lines.append("- **Rank ablation** (RED, iid): " + "; ".join(
+        f"d/{k}: Task 1 {rk[('Task 1', k)]:.3f}, Task 2 {rk[('Task 2', k)]:.3f}" for k in cfg.ranks)
+        + " (paper: " + ", ".join(f"{k} {p[0]}/{p[1]}" for k, p in paper["abl.rank"]["paper"].items())
+        + f"): **{v['abl.rank']}**.")
+    nr = t["no_residual"].groupby(["task", "method"])["accuracy"].mean()
+    lines.append("- **No residual path**: RED's own experts and router with softmax gating lose " + ", ".join(
+        f"{nr[(task, 'RED')] - nr[(task, methods.NO_RESIDUAL)]:+.3f} ({task})" for task in ("Task 1", "Task 2"))
+        + "; the paper's reading (RED minus the MoE baseline) gives " + ", ".join(
+        f"{nr[(task, 'RED')] - nr[(task, 'softmax MoE')]:+.3f} ({task})" for task in ("Task 1", "Task 2"))
+        + f" (paper: {paper['abl.no_residual']['paper']['task1_drop']} and "
+          f"{paper['abl.no_residual']['paper']['task2_drop']}): **{v['abl.no_residual']}**.")
+    c = t["parameter_cost"].set_index("backbone")
+    here, qwen = c.iloc[0], c.loc["Qwen3-0.6B shape"]
+    lines.append(
+        f"- **Cost**: RED's residuals and router add {qwen['RED share of backbone']:.2%} of Qwen3-0.6B's parameters "
+        f"({here['RED share of backbone']:.2%} of the embedded backbone's; claim < 1%: **{v['eff.params']}**); the "
+        f"router costs {here['router share of compute']:.3%} of the backbone's compute per question (claim < 0.5%: "
+        f"**{v['eff.router_flops']}**); a full-rank MoE expert has {qwen['MoE / RED expert parameters']:.2f} times the "
+        f"parameters of a RED residual at r = d/4 (claim: one to two orders of magnitude, **{v['eff.red_vs_moe_params']}**"
+        "; the paper's complexity counts RED experts as d r + r C, but the hidden-space residual it defines is d -> r -> d).")
+    if "eff.train_time" in v:
+        lines.append(f"- Time and memory on this machine's CPU (from the bench): training time claim "
+                     f"**{v['eff.train_time']}** (another backbone and machine than the paper's), peak memory under "
+                     f"6.5 GB **{v.get('eff.peak_memory', 'not measured')}**.")
+    lines.append(f"- The {len(v)} claims on this page (value claims with tolerance 0.05): {ranges.verdict_tally(v)}.")
+    return "\n".join(lines)
