@@ -62,6 +62,8 @@ def notebooks(bench: dict) -> pd.DataFrame:
                          "cold wall s (median)": round(t["wall_seconds"], 1),
                          "min-max s": f"{w['min']:.1f}-{w['max']:.1f}" if w["reps"] > 1 else "",
                          "peak kernel memory MiB": t["peak_rss_mb"], "commit": (t.get("git_commit") or "")[:12],
+                         "stage cache at start": "warm (after the pages it builds on)"
+                         if str(t.get("cache_at_start", "")).startswith("warm") else "empty",
                          CURRENT: current_profile(name, prof, t.get("parameters"))})
     return pd.DataFrame(rows)
 

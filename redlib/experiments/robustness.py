@@ -49,22 +49,26 @@ class RobustnessConfig(NotebookConfig):
     """The robustness, modularity, ablation and cost page: which runs it reuses and what it sweeps."""
 
     n_seeds: int | None = None
+    train_seeds: int | None = None
     backbone: str = "embedded"
     mnist_data_dir: str | None = None
     noise_levels: str = "0,0.25,0.5,1,2,4"
     misroute_fractions: str = "0,0.1,0.2,0.3,0.5,0.75,1"
     flatten_levels: str = "0,0.25,0.5,0.75,1"
-    rank_divisors: str = "2,4,8,16"
+    rank_divisors: str = "2,4,8"
     replacement_seed: int = 1000
     stable_tol: float = 0.02
 
     NOTEBOOK: ClassVar[str] = "robustness_and_cost"
-    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {"smoke": {"n_seeds": 1}, "full": {"n_seeds": 3}}
+    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {"smoke": {"n_seeds": 1, "train_seeds": 1},
+                                                             "full": {"n_seeds": 3, "train_seeds": 1}}
 
     def check(self) -> None:
         super().check()
         if self.n_seeds < 1:
             raise ParameterError(f"parameter 'n_seeds' must be >= 1, got {self.n_seeds}")
+        if not 1 <= self.train_seeds <= self.n_seeds:
+            raise ParameterError(f"parameter 'train_seeds' must be in [1, n_seeds={self.n_seeds}], got {self.train_seeds}")
         if not 0 < self.stable_tol < 1:
             raise ParameterError(f"parameter 'stable_tol' must be in (0, 1), got {self.stable_tol}")
         self.levels()
@@ -86,6 +90,10 @@ class RobustnessConfig(NotebookConfig):
         misrouted = _numbers("misroute_fractions", self.misroute_fractions, 0, 1)
         return {"logit noise": _numbers("noise_levels", self.noise_levels, 0, 1e3), "misrouted (random expert)": misrouted,
                 "misrouted (adjacent expert)": misrouted, "flattened": _numbers("flatten_levels", self.flatten_levels, 0, 1)}
+
+    def trains(self, seed: int) -> bool:
+        """Whether the studies that train new stages (replacement, a late expert, other ranks) run on this seed."""
+        return seed < self.seed + self.train_seeds
 
     @property
     def ranks(self) -> list[int]:
@@ -154,9 +162,10 @@ def _per_domain(run: RedRun, alpha: dict | None = None, names: tuple[str, ...] =
     return per_domain[["method", "domain", "accuracy"]]
 
 
-def modularity(ld: Loaded, store: Store, replacement_seed: int) -> dict[str, pd.DataFrame]:
-    """Per-domain accuracy with each expert removed, with each expert replaced by one trained with another seed,
-    and of a system deployed with all but the last expert, then completed by training that expert and the router."""
+def modularity(ld: Loaded, store: Store, replacement_seed: int, train: bool = True) -> dict[str, pd.DataFrame]:
+    """Per-domain accuracy with each expert removed and (with `train`) with each expert replaced by one trained with
+    another seed, and of a system deployed with all but the last expert, then completed by training that expert and
+    the router."""
     run, K = ld.red, ld.red.data.n_domains
     names = [n.split()[0] for n in run.data.domain_names]
     clean = _per_domain(run).rename(columns={"accuracy": "before"})
@@ -170,6 +179,8 @@ def modularity(ld: Loaded, store: Store, replacement_seed: int) -> dict[str, pd.
         alphas = {"RED": run.router(run.features["test"]), "softmax MoE": run.gate(run.features["test"])}
     removed = pd.concat([against_clean(_per_domain(run, {m: routing.remove(a, i) for m, a in alphas.items()}),
                                        expert=names[i]) for i in range(K)])
+    if not train:
+        return {"removed": removed}
     other = replacement_seed + run.seed
     residuals, _ = retrain_residuals(ld.cfg, run, ld.encoder, store, seed=other)
     experts, _ = retrain_experts(ld.cfg, run, ld.encoder, store, seed=other)
@@ -275,7 +286,7 @@ def plug_in(t: dict[str, pd.DataFrame], task: str, tol: float) -> dict[str, Any]
     later, at_once = [c for c in wide.columns if "later" in c][0], "all experts at once"
     addition = (wide[later] - wide[at_once]).abs().groupby(level="seed").max()
     identical = add.groupby("seed")["identical_to_all_at_once"].all()
-    seeds = list(removal.index)
+    seeds = list(replacement.index)  # the seeds that trained a replacement and a late expert
     holds = [bool(removal[s] <= tol and replacement[s] <= tol and addition[s] <= tol and identical[s]) for s in seeds]
     value = {"removal: largest change on other domains": float(removal.max()),
              "replacement: largest change on other domains": float(replacement.max()),
@@ -322,11 +333,11 @@ def claims(cfg: RobustnessConfig, t: dict[str, pd.DataFrame]) -> dict[str, dict]
                 (("task1_drop", "Task 1"), ("task2_drop", "Task 2"))}
     out["abl.no_residual"] = {
         "value": {k: float(v.mean()) for k, v in drop.items()},
-        "per_seed": [{k: float(v.iloc[i]) for k, v in drop.items()} for i in range(len(seeds))],
+        "per_seed": [{k: float(v.iloc[i]) for k, v in drop.items()} for i in range(len(drop["task1_drop"]))],
         "measure": "RED minus the same experts and router with softmax gating", "split": "iid (the paper's protocol)",
         "extensions": {"the paper's reading: RED minus the softmax MoE baseline": {
             "value": {k: float(v.mean()) for k, v in baseline.items()},
-            "per_seed": [{k: float(v.iloc[i]) for k, v in baseline.items()} for i in range(len(seeds))]}}}
+            "per_seed": [{k: float(v.iloc[i]) for k, v in baseline.items()} for i in range(len(drop["task1_drop"]))]}}}
     out |= cost.claims(t["parameter_cost"], t["stage_times"], cfg.backbone)
     return out
 

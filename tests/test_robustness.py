@@ -1,0 +1,192 @@
+"""Routing perturbations, plug-in modularity, the ablations and cost, on the tiny synthetic pipeline task."""
+
+import json
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from test_pipeline import K, synthetic
+
+from redlib.core.config import ParameterError
+from redlib.core.store import Store, state_equal
+from redlib.experiments import robustness as rb
+from redlib.red import cost, methods, routing
+from redlib.red.pipeline import RedConfig, retrain_residuals, router_over, run_red
+
+
+@pytest.fixture(scope="module")
+def loaded(tmp_path_factory):
+    cfg = RedConfig.from_params(profile="smoke", n_seeds=1, max_epochs=30, backbone_epochs=30, patience=30, lr=0.02,
+                                head_lr=0.02, expert_hidden=16, router_hidden=16)
+    store = Store(tmp_path_factory.mktemp("cache"))
+    data, enc = synthetic()
+    return rb.Loaded("mnist", cfg, run_red(cfg, data, enc, store, seed=0), enc), store
+
+
+def test_perturbations_keep_weights_on_the_simplex_and_are_the_identity_at_zero():
+    g = torch.Generator().manual_seed(0)
+    z = torch.randn(50, 4, generator=g) * 3
+    a = z.softmax(-1)
+    assert torch.allclose(routing.noisy_logits(z, 0.0, 1), a)
+    assert torch.equal(routing.noisy_logits(z, 1.0, 1), routing.noisy_logits(z, 1.0, 1))
+    assert not torch.equal(routing.noisy_logits(z, 1.0, 1), routing.noisy_logits(z, 1.0, 2))
+    assert torch.equal(routing.misroute(a, 0.0, 3), a) and torch.equal(routing.flatten(a, 0.0), a)
+    assert torch.allclose(routing.flatten(a, 1.0), torch.full_like(a, 0.25))
+    for adjacent in (False, True):
+        m = routing.misroute(a, 1.0, 3, adjacent)
+        assert torch.allclose(m.sum(-1), torch.ones(50)) and (m.argmax(-1) != a.argmax(-1)).all()
+        if adjacent:
+            assert ((m.argmax(-1) - a.argmax(-1)).abs() == 1).all()
+    half = routing.misroute(a, 0.5, 3)
+    assert (half.argmax(-1) != a.argmax(-1)).sum() == 25
+    r = routing.remove(torch.tensor([[0.5, 0.25, 0.25, 0.0], [1.0, 0.0, 0.0, 0.0]]), 0)
+    assert torch.allclose(r, torch.tensor([[0.0, 0.5, 0.5, 0.0], [0.0, 1 / 3, 1 / 3, 1 / 3]]))
+    with pytest.raises(ValueError, match="unknown routing perturbation 'dropout'; allowed: logit noise"):
+        routing.perturb("dropout", a, z, 0.1, 0)
+
+
+def test_sweep_starts_from_the_clean_methods_and_flattening_the_moe_gives_uniform_averaging(loaded):
+    ld, _ = loaded
+    sw = rb.sweep(ld, {"flattened": [0.0, 1.0], "logit noise": [0.0, 2.0]})
+    acc = sw.set_index(["perturbation", "strength", "method"])["accuracy"]
+    clean = rb._accuracy(ld.red, methods.predict(ld.red))
+    for m in rb.ROUTED:
+        assert acc[("none", 0.0, m)] == clean[m] == acc[("flattened", 0.0, m)] == acc[("logit noise", 0.0, m)]
+    assert acc[("flattened", 1.0, "softmax MoE")] == clean["uniform averaging"]
+    drop = rb.mean_drop(sw).set_index("method")["lost"]
+    assert set(drop.index) == set(rb.ROUTED) | set(rb.REFERENCE) and drop["global head"] == 0
+
+
+def test_modularity_replaces_removes_and_adds_experts_without_touching_the_rest(loaded):
+    ld, store = loaded
+    before = [p.clone() for p in ld.red.head.parameters()]
+    mod = rb.modularity(ld, store, replacement_seed=1000)
+    assert all(torch.equal(a, b) for a, b in zip(before, ld.red.head.parameters()))
+    assert len(mod["removed"]) == len(mod["replaced"]) == K * K * 2  # expert x domain x (RED, MoE)
+    red = mod["removed"][mod["removed"]["method"] == "RED"]
+    own = red[red["domain"] == red["expert"]]
+    assert (own["change"] <= 0).all() and own["change"].min() < 0  # the domain that lost its expert suffers
+    added = mod["added"]
+    assert added["identical_to_all_at_once"].all()
+    systems = added.pivot_table(index="domain", columns="system", values="accuracy")
+    assert (systems.filter(like="later").iloc[:, 0] == systems["all experts at once"]).all()
+    # a reseeded expert is another expert, cached under its own key; the run's own experts are untouched
+    other, _ = retrain_residuals(ld.cfg, ld.red, ld.encoder, store, seed=1000)
+    assert not state_equal(other[0], ld.red.residuals[0])
+    again, _ = retrain_residuals(ld.cfg, ld.red, ld.encoder, store)
+    assert all(state_equal(a, b) for a, b in zip(again, ld.red.residuals))
+    early = router_over(ld.cfg, ld.red, ld.encoder, store, K - 1)
+    assert early(ld.red.features["test"]).shape == (len(ld.red.data.labels["test"]), K - 1)
+    with pytest.raises(ValueError, match=r"domains must be in \[1, 3\], got 0"):
+        router_over(ld.cfg, ld.red, ld.encoder, store, 0)
+
+
+def test_rank_ablation_reloads_the_runs_own_rank_and_trains_the_others(loaded):
+    ld, store = loaded
+    rows = rb.rank_ablation(ld, store, [2, 4]).set_index("rank divisor")
+    clean = rb._accuracy(ld.red, methods.predict(ld.red, names=["RED"]))["RED"]
+    assert rows.loc[4, "accuracy"] == clean and list(rows["rank"]) == [8, 4]
+    assert rows.loc[2, "residual parameters"] > rows.loc[4, "residual parameters"]
+    nr = rb.no_residual(ld).set_index("method")["accuracy"]
+    assert set(nr.index) == {"RED", "softmax MoE", methods.NO_RESIDUAL} and 0 <= nr[methods.NO_RESIDUAL] <= 1
+
+
+def test_the_no_residual_ablation_mixes_each_residual_experts_answer():
+    run = type("R", (), {})()
+    h = torch.randn(5, 16)
+    head = torch.nn.Linear(16, 6)
+    res = [torch.nn.Linear(16, 16) for _ in range(K)]
+    run.residuals, run.head, run.router = res, head, lambda x: torch.full((len(x), K), 1 / K)
+    logits, _ = methods.residual_gating(run)(h)
+    expected = torch.stack([head(h + r(h)).softmax(-1) for r in res]).mean(0)
+    assert torch.allclose(logits.exp().float(), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"noise_levels": "0,x"}, "'noise_levels' must be comma-separated numbers"),
+    ({"misroute_fractions": "0,1.5"}, r"'misroute_fractions' takes numbers in \[0, 1\]"),
+    ({"rank_divisors": "2,8"}, "must include 4"),
+    ({"stable_tol": 0.0}, r"'stable_tol' must be in \(0, 1\)"),
+    ({"n_seeds": 0}, "'n_seeds' must be >= 1"),
+])
+def test_bad_parameters_are_one_line_errors(params, message):
+    with pytest.raises(ParameterError, match=message):
+        rb.RobustnessConfig.from_params(profile="smoke", **params)
+
+
+def test_missing_folders_fail_before_any_run(tmp_path):
+    with pytest.raises(ParameterError, match="does not exist"):
+        rb.RobustnessConfig.from_params(profile="smoke", backbone=str(tmp_path / "none")).preflight()
+    with pytest.raises(ParameterError):
+        rb.RobustnessConfig.from_params(profile="smoke", mnist_data_dir=str(tmp_path / "none")).preflight()
+
+
+def test_the_sources_are_the_pages_own_configs():
+    cfg = rb.RobustnessConfig.from_params(profile="smoke")
+    src = cfg.sources()
+    assert src["task1"].asdict() == type(src["task1"]).from_params(profile="smoke", n_seeds=1).asdict()
+    assert src["mnist"].head_lr == 0.001 and src["task2"].split == "iid"
+
+
+def test_method_cost_counts_every_module_each_method_trains():
+    from redlib.experiments.task1 import Task1Config
+    from redlib.models.backbone import Backbone
+
+    bb = Backbone("embedded", 2)
+    cfg = Task1Config.from_params(profile="smoke")
+    mc = cost.method_cost(bb, cfg, 5, 99, 10).set_index(["backbone", "method"])
+    d = bb.dim
+    name = mc.index[0][0]
+    head = d * 99 + 99
+    residual = 2 * d * (d // 4) + d + d // 4
+    router = d * 256 + 256 + 256 * 5 + 5
+    assert mc.loc[(name, "RED"), "parameters"] == head + 5 * residual + router
+    assert mc.loc[(name, "global head"), "parameters"] == head
+    assert mc.loc[(name, "global head"), "MACs per query"] == d * 99
+    assert len(mc) == 10 and (mc["share of backbone parameters"] > 0).all()
+
+
+def test_stage_times_read_the_bench_and_count_the_runs_timed(tmp_path):
+    bench = {"notebooks": {"full": {"per_notebook": {
+        "task1_addition": {"wall_seconds": 3600.0, "peak_rss_mb": 2048.0, "git_commit": "abc1234def",
+                           "stage_seconds": {"task1/stage1": 600.0, "task1/expert": 300.0, "task1/router": 120.0},
+                           "parameters": {"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs"}},
+        "mnist_label5": {"wall_seconds": 100.0, "peak_rss_mb": 1024.0, "stage_seconds": {"mnist/stage1": 30.0},
+                         "parameters": {"n_seeds": 5}}}}}}
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps(bench))
+    times = cost.stage_times(path)
+    assert dict(times.groupby("page")["runs"].first()) == {"mnist_label5": 5, "task1_addition": 9}
+    assert cost.stage_times(tmp_path / "missing.json").empty
+    c = pd.DataFrame([{"backbone": "embedded", "RED share of backbone": 0.02, "router share of compute": 0.001,
+                       "MoE / RED expert parameters": 2.0},
+                      {"backbone": "Qwen3-0.6B shape", "RED share of backbone": 0.005, "router share of compute": 1e-4,
+                       "MoE / RED expert parameters": 0.5}])
+    claims = cost.claims(c, times, "embedded")
+    assert claims["eff.train_time"]["value"]["total_hours"] == pytest.approx(1 / 9)
+    assert claims["eff.train_time"]["value"]["experts_minutes"] == pytest.approx(300 / 9 / 60)
+    assert claims["eff.peak_memory"]["per_seed"] == [2.0] and claims["eff.peak_memory"]["bound"] == [0.0, 6.5]
+    assert claims["eff.red_vs_moe_params"]["per_seed"] == [False]
+    assert np.isclose(claims["eff.params"]["value"], 0.005)
+
+
+def test_the_plug_in_claim_fails_when_a_removal_moves_another_domain():
+    rows = lambda change: pd.DataFrame([  # noqa: E731
+        {"task": "Task 1", "seed": 0, "method": m, "expert": "R1", "domain": d, "change": c}
+        for m in ("RED", "softmax MoE") for d, c in (("R1 [2, 20]", -0.9), ("R2 [21, 40]", change))])
+    added = pd.DataFrame([{"task": "Task 1", "seed": 0, "system": s, "domain": "R1", "accuracy": 0.9,
+                           "identical_to_all_at_once": True}
+                          for s in ("first 4 experts, router over them", "expert 5 added later", "all experts at once")])
+    ok = rb.plug_in({"removed": rows(0.01), "replaced": rows(0.0), "added": added}, "Task 1", 0.02)
+    bad = rb.plug_in({"removed": rows(-0.05), "replaced": rows(0.0), "added": added}, "Task 1", 0.02)
+    assert ok["per_seed"] == [True] and bad["per_seed"] == [False]
+    assert bad["value"]["removal: largest change on other domains"] == pytest.approx(0.05)
+
+
+def test_replace_keeps_the_other_experts_objects(loaded):
+    ld, _ = loaded
+    swapped = rb._swap(ld.red.residuals, ["a", "b", "c"], 1)
+    assert swapped[0] is ld.red.residuals[0] and swapped[1] == "b" and swapped[2] is ld.red.residuals[2]
+    assert replace(ld.red, residuals=swapped).experts is ld.red.experts
