@@ -69,6 +69,7 @@ from redlib.core.store import Store
 from redlib.core.train import progress_enabled
 from redlib.experiments import mnist, task1
 from redlib.experiments import robustness as rb
+from redlib.experiments import robustness_report as rr
 from redlib.models.backbone import Backbone
 from redlib.red import cost
 
@@ -138,7 +139,7 @@ plots.perturbation_curves(t["sweep"], "Accuracy under routing perturbations");
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(rb.mean_drop(t["sweep"]).pivot_table(index="method", columns="task", values="lost", sort=False), precision=3)
+plots.styled(rr.mean_drop(t["sweep"]).pivot_table(index="method", columns="task", values="lost", sort=False), precision=3)
 
 # %% [markdown]
 # Range-boundary sums (20/21, 40/41, 60/61, 80/81) on Task 1, the case where two neighbouring
@@ -184,7 +185,7 @@ plots.styled(added.assign(identical_to_all_at_once=t["added"].groupby(["task", "
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(rb.rank_table(t["rank"]), precision=3)
+plots.styled(rr.rank_table(t["rank"]), precision=3)
 
 # %% [markdown]
 # **No residual path**: the same residual experts and the same router, but each expert answers
@@ -193,7 +194,7 @@ plots.styled(rb.rank_table(t["rank"]), precision=3)
 # ablation; both readings are shown (mean over seeds):
 
 # %% tags=["hide-input"]
-plots.styled(rb.no_residual_table(t["no_residual"]), precision=3)
+plots.styled(rr.no_residual_table(t["no_residual"]), precision=3)
 
 # %% [markdown]
 # ## Cost (section 4.10)
@@ -222,14 +223,14 @@ plots.styled(cost.time_table(t["stage_times"]), precision=1)
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-results.record(rb.claims(cfg, t))
+results.record(rr.claims(cfg, t))
 ledger.styled(ledger.page_table(results.claims))
 
 # %% [markdown]
 # ## What we found
 
 # %% tags=["hide-input"]
-display(Markdown(rb.findings(cfg, t, ledger.verdicts(results.claims))))
+display(Markdown(rr.findings(cfg, t, ledger.verdicts(results.claims))))
 
 # %% tags=["hide-input"]
 results.finish()

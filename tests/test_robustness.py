@@ -12,6 +12,7 @@ from test_pipeline import K, synthetic
 from redlib.core.config import ParameterError
 from redlib.core.store import Store, state_equal
 from redlib.experiments import robustness as rb
+from redlib.experiments import robustness_report as rr
 from redlib.red import cost, methods, routing
 from redlib.red.pipeline import RedConfig, retrain_residuals, router_over, run_red
 
@@ -55,7 +56,7 @@ def test_sweep_starts_from_the_clean_methods_and_flattening_the_moe_gives_unifor
     for m in rb.ROUTED:
         assert acc[("none", 0.0, m)] == clean[m] == acc[("flattened", 0.0, m)] == acc[("logit noise", 0.0, m)]
     assert acc[("flattened", 1.0, "softmax MoE")] == clean["uniform averaging"]
-    drop = rb.mean_drop(sw).set_index("method")["lost"]
+    drop = rr.mean_drop(sw).set_index("method")["lost"]
     assert set(drop.index) == set(rb.ROUTED) | set(rb.REFERENCE) and drop["global head"] == 0
 
 
@@ -179,8 +180,8 @@ def test_the_plug_in_claim_fails_when_a_removal_moves_another_domain():
     added = pd.DataFrame([{"task": "Task 1", "seed": 0, "system": s, "domain": "R1", "accuracy": 0.9,
                            "identical_to_all_at_once": True}
                           for s in ("first 4 experts, router over them", "expert 5 added later", "all experts at once")])
-    ok = rb.plug_in({"removed": rows(0.01), "replaced": rows(0.0), "added": added}, "Task 1", 0.02)
-    bad = rb.plug_in({"removed": rows(-0.05), "replaced": rows(0.0), "added": added}, "Task 1", 0.02)
+    ok = rr.plug_in({"removed": rows(0.01), "replaced": rows(0.0), "added": added}, "Task 1", 0.02)
+    bad = rr.plug_in({"removed": rows(-0.05), "replaced": rows(0.0), "added": added}, "Task 1", 0.02)
     assert ok["per_seed"] == [True] and bad["per_seed"] == [False]
     assert bad["value"]["removal: largest change on other domains"] == pytest.approx(0.05)
 
