@@ -31,10 +31,15 @@ def synthetic(seed: int = 0, items: int = 300) -> tuple[TaskData, FixedFeatures]
     return data, FixedFeatures(x)
 
 
+def tiny_config(epochs: int = 40) -> RedConfig:
+    """The pipeline's config for the synthetic task: small widths, a high learning rate, no early stop."""
+    return RedConfig.from_params(profile="smoke", n_seeds=1, max_epochs=epochs, backbone_epochs=epochs, patience=epochs,
+                                 lr=0.02, head_lr=0.02, expert_hidden=16, router_hidden=16)
+
+
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
-    cfg = RedConfig.from_params(profile="smoke", n_seeds=1, max_epochs=40, backbone_epochs=40, patience=40, lr=0.02,
-                                head_lr=0.02, expert_hidden=16, router_hidden=16)
+    cfg = tiny_config()
     store = Store(tmp_path_factory.mktemp("cache"))
     data, enc = synthetic()
     return run_red(cfg, data, enc, store, seed=0), store

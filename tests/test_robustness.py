@@ -7,20 +7,19 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from test_pipeline import K, synthetic
+from test_pipeline import K, synthetic, tiny_config
 
 from redlib.core.config import ParameterError
 from redlib.core.store import Store, state_equal
 from redlib.experiments import robustness as rb
 from redlib.experiments import robustness_report as rr
 from redlib.red import cost, methods, routing
-from redlib.red.pipeline import RedConfig, retrain_residuals, router_over, run_red
+from redlib.red.pipeline import retrain_residuals, router_over, run_red
 
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory):
-    cfg = RedConfig.from_params(profile="smoke", n_seeds=1, max_epochs=30, backbone_epochs=30, patience=30, lr=0.02,
-                                head_lr=0.02, expert_hidden=16, router_hidden=16)
+    cfg = tiny_config(epochs=30)
     store = Store(tmp_path_factory.mktemp("cache"))
     data, enc = synthetic()
     return rb.Loaded("mnist", cfg, run_red(cfg, data, enc, store, seed=0), enc), store

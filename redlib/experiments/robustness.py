@@ -19,11 +19,10 @@ import torch
 from ..core.config import NotebookConfig, ParameterError
 from ..core.metrics import accuracy
 from ..core.store import Store, state_equal
-from ..models.backbone import Backbone, BackboneError, resolve_backbone
+from ..models.backbone import Backbone
 from ..red import methods, routing
 from ..red.encoders import Encoder
 from ..red.pipeline import RedConfig, RedRun, retrain_experts, retrain_residuals, router_over, run_red
-from ..tasks.mnist import check_idx_dir
 from . import mnist, ranges, task1, task2
 from .ranges import Setting
 
@@ -74,14 +73,10 @@ class RobustnessConfig(NotebookConfig):
             raise ParameterError(f"parameter 'rank_divisors' must include 4 (the paper's r = d/4), got {self.rank_divisors!r}")
 
     def preflight(self) -> None:
-        """The backbone folder and the MNIST folder, when given, hold what the runs need."""
+        """The source pages' own machine checks: the backbone folder (with its blocks), the MNIST folder, the device."""
         super().preflight()
-        try:
-            resolve_backbone(self.backbone)
-        except BackboneError as err:
-            raise ParameterError(str(err)) from None
-        if self.mnist_data_dir is not None:
-            check_idx_dir(self.mnist_data_dir)
+        for src in self.sources().values():
+            src.preflight()
 
     def levels(self) -> dict[str, list[float]]:
         """Strengths swept per perturbation (`routing.PERTURBATIONS`)."""
@@ -185,7 +180,7 @@ def modularity(ld: Loaded, store: Store, replacement_seed: int, train: bool = Tr
     replaced = pd.concat([against_clean(_per_domain(replace(run, residuals=_swap(run.residuals, residuals, i),
                                                             experts=_swap(run.experts, experts, i))), expert=names[i])
                           for i in range(K)])
-    return {"removed": removed, "replaced": replaced, "added": added_later(ld, store) .assign(**tag)}
+    return {"removed": removed, "replaced": replaced, "added": added_later(ld, store).assign(**tag)}
 
 
 def _swap(old: list, new: list, i: int) -> list:

@@ -82,16 +82,15 @@ def method_cost(bb: Backbone, cfg: RedConfig, n_domains: int, n_classes: int, to
 def stage_times(bench_path: Path | None = None) -> pd.DataFrame:
     """Wall seconds per stage kind and peak memory of each page's last cold full-profile run, from the bench report."""
     path = bench_path or project_root() / "results" / "bench" / "bench.json"
-    if not path.exists():
-        return pd.DataFrame(columns=["page", "stage", "seconds", "peak_rss_mb", "wall_seconds", "git_commit"])
-    timed = json.loads(path.read_text()).get("notebooks", {}).get("full", {}).get("per_notebook", {})
+    timed = json.loads(path.read_text()).get("notebooks", {}).get("full", {}).get("per_notebook", {}) if path.exists() else {}
     rows = [{"page": page, "stage": kind.split("/")[-1], "seconds": s, "peak_rss_mb": t.get("peak_rss_mb"),
              "wall_seconds": t.get("wall_seconds"), "runs": _runs(t.get("parameters") or {}),
-             "git_commit": (t.get("git_commit") or "")[:7],
-             "measured_at": t.get("measured_at", "")}
+             "git_commit": (t.get("git_commit") or "")[:7], "measured_at": t.get("measured_at", "")}
             for page, t in timed.items() for kind, s in (t.get("stage_seconds") or {}).items()]
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=TIME_COLUMNS)
 
+
+TIME_COLUMNS = ["page", "stage", "seconds", "peak_rss_mb", "wall_seconds", "runs", "git_commit", "measured_at"]
 
 
 def time_table(times: pd.DataFrame) -> pd.DataFrame:
@@ -101,6 +100,7 @@ def time_table(times: pd.DataFrame) -> pd.DataFrame:
     wide = times.pivot_table(index="page", columns="stage", values="seconds", sort=False)
     info = times.groupby("page", sort=False)[["wall_seconds", "runs", "peak_rss_mb", "git_commit"]].first()
     return wide.join(info.assign(peak_gib=info.pop("peak_rss_mb") / 1024))
+
 
 def _runs(params: dict) -> int:
     """Seeds x settings a timed page ran (a range task's splits and digit variants), from its recorded parameters."""
