@@ -33,12 +33,17 @@ from IPython.display import Markdown, display
 from redlib.book import pages, plots
 from redlib.book.results import read
 from redlib.experiments import task2
+from redlib.experiments.robustness_report import mean_drop
+from redlib.experiments.routing import PAPER_SIZES
 from redlib.experiments.task1 import SHARED_MOE as SHARED
 
 cfg, results = pages.start("paper_vs_code", globals())
 t1 = read("task1_addition", cfg.profile, cfg.results_dir)
 t2, sd = read("task2_mixed", cfg.profile, cfg.results_dir), read("step_decomposition", cfg.profile, cfg.results_dir)
 mn = read("mnist_label5", cfg.profile, cfg.results_dir)
+rob, rh = read("robustness_and_cost", cfg.profile, cfg.results_dir), read("routing_heatmaps", cfg.profile, cfg.results_dir)
+lost = mean_drop(rob.table("sweep")).groupby(["task", "method"], sort=False)["lost"].mean()
+rh_params = rh.provenance["parameters"]
 ops_true = sd.table("op_experts")[sd.table("op_experts")["method"].str.endswith("(true range)")]
 overall, routers, epochs = t1.table("overall"), t1.table("router_accuracy"), t1.table("epochs")
 acc = overall.groupby(["run", "method"], sort=False)["accuracy"].mean().unstack("run")
@@ -146,7 +151,26 @@ rows = [
      "in our runs": "single steps, RED " + per_run(sd.table("op_experts").query("method == 'RED'"), "accuracy")},
     {"difference": "routing-noise experiment",
      "paper": "RED degrades more gracefully than MoE under routing noise", "released code": "not found in the code",
-     "this book": "not yet measured (ledger: rob.routing_noise)", "in our runs": "-"},
+     "this book": "logit noise, misrouting and flattening of the trained routers at test time, RED against the softmax "
+                  "MoE with its own gate (the robustness page)",
+     "in our runs": "mean accuracy lost: " + ", ".join(f"{m} {v:.3f} ({task})" for (task, m), v in lost.items()
+                                                       if m in ("RED", "softmax MoE"))},
+    {"difference": "routing experiments: tokenizer",
+     "paper": "GPT-2's (`gpt2` from the Hugging Face hub)", "released code": "not released",
+     "this book": "the embedded MiniLM backbone's WordPiece tokenizer by default (nothing can be downloaded); a local "
+                  "gpt2 folder through `tokenizer`; embeddings and head over the tokens that occur (`full_vocab`)",
+     "in our runs": f"tokenizer `{rh_params['tokenizer']}`, full vocabulary {rh_params['full_vocab']}"},
+    {"difference": "routing experiments: attention mask",
+     "paper": "Transformer-encoder experts trained on next-token prediction, no mask named", "released code": "not released",
+     "this book": "causal mask (otherwise each token sees the one it predicts); `causal=False` gives the unmasked encoder",
+     "in our runs": f"causal {rh_params['causal']}"},
+    {"difference": "routing experiments: model sizes",
+     "paper": ", ".join(f"experiment {'1' if w == 'code' else '3'}: " + "/".join(str(v) for v in s.values())
+                        for w, s in PAPER_SIZES.items()) + " (width/layers/heads/feed-forward)", "released code": "not released",
+     "this book": "the paper's data sizes, epochs and learning rates; smaller models where the page's 8-minute CPU budget "
+                  "needs it, the paper's sizes one parameter away",
+     "in our runs": ", ".join(f"experiment {'1' if w == 'code' else '3'}: " + "/".join(str(rh_params[f"{w}_{k}"]) for k in s)
+                              for w, s in PAPER_SIZES.items())},
     {"difference": "the op experts' learning rate",
      "paper": "1e-4 for experts and routers, up to 60 epochs", "released code": "-",
      "this book": "the paper's 1e-4 for the claims; the op experts' RED residuals also trained at `check_head_lr` "

@@ -13,6 +13,7 @@ from ..core.config import NotebookConfig, PageConfig, ParameterError, page_confi
 from ..experiments.decomposition import DecompositionConfig
 from ..experiments.mnist import MnistConfig
 from ..experiments.robustness import RobustnessConfig
+from ..experiments.routing import RoutingConfig
 from ..experiments.task1 import Task1Config
 from ..experiments.task2 import Task2Config
 from ..experiments.toy import ToyConfig
@@ -66,14 +67,14 @@ PAGES: list[Page] = [
          "4.5.4, 4.5.5, 4.8 op experts, step decomposer, execution", ("step_decomposition",), "sd-claims"),
     Page("mnist_label5", "MNIST: five label-pair domains, RED against the baselines", PARTS[1], MnistConfig,
          "research code: MNIST label-pair five-domain benchmark", ("mnist_label5",), "mn-claims"),
+    Page("routing_heatmaps", "Routing analysis: do MoE routers find pretrained experts?", PARTS[1], RoutingConfig,
+         "routing-analysis MoE experiments 1-3 (code, '0 or 7' and domain experts)", ("routing_analysis",), "ra-claims"),
     Page("robustness_and_cost", "Robustness, modularity, ablations and cost", PARTS[2], RobustnessConfig,
          "4.9 ablations, 4.10 cost, RQ2-RQ3 routing noise and plug-in modularity",
          ("ablation", "robustness_modularity", "efficiency"), "rob-claims"),
     _reading("speed_and_memory", "Speed and memory", PARTS[2]),
 ]
-PLANNED: list[Planned] = [
-    Planned("routing-analysis MoE experiments (heatmaps)", ("routing_analysis",)),
-]
+PLANNED: list[Planned] = []  # every part of the paper has a page
 BY_NAME = {p.name: p for p in PAGES}
 # every notebook in execution order: experiments first, then the pages that read their results
 NOTEBOOKS: dict[str, type[NotebookConfig]] = {p.name: p.config for p in sorted(PAGES, key=lambda p: not p.trains)}

@@ -172,3 +172,39 @@ def change_heatmaps(df: pd.DataFrame, title: str):
     fig.suptitle(title, fontweight="bold")
     fig.tight_layout()
     return fig
+
+
+def routing_heatmaps(tables: dict[str, pd.DataFrame], title: str, label: str = "mean routing weight"):
+    """One annotated [0, 1] heatmap per table (rows: domains or digits, columns: experts), side by side."""
+    fig, axes = plt.subplots(1, len(tables), figsize=(5.6 * len(tables), 0.4 * max(len(t) for t in tables.values()) + 2.2),
+                             squeeze=False)
+    for ax, (name, table) in zip(axes[0], tables.items()):
+        sns.heatmap(table, annot=True, fmt=".2f", vmin=0, vmax=1, cmap="viridis", cbar_kws={"label": label}, ax=ax)
+        ax.set(title=name, xlabel="expert", ylabel="")
+        ax.tick_params(axis="y", rotation=0)
+    fig.suptitle(title, fontweight="bold")
+    fig.tight_layout()
+    return fig
+
+
+def token_routes(samples: dict[str, pd.DataFrame], n_experts: int, per_line: int = 10):
+    """Each sample's tokens in boxes coloured by their top expert (columns token, top expert, weight), one block a sample."""
+    colours = sns.color_palette(PALETTE, n_experts)
+    lines = [(name, part) for name, df in samples.items()
+             for part in [df.iloc[i:i + per_line] for i in range(0, len(df), per_line)]]
+    fig, ax = plt.subplots(figsize=(12, 0.55 * len(lines) + 0.9))
+    ax.set_axis_off()
+    ax.set(xlim=(0, per_line + 1.6), ylim=(len(lines), -0.8))
+    shown = set()
+    for row, (name, part) in enumerate(lines):
+        if name not in shown:
+            ax.text(0, row, name, va="center", fontsize=9, fontweight="bold")
+            shown.add(name)
+        for col, (tok, e, w) in enumerate(zip(part["token"], part["top expert"], part["weight"])):
+            ax.text(1.6 + col, row, f"{tok}\n{w:.2f}", ha="left", va="center", fontsize=8,
+                    bbox={"facecolor": colours[int(e)], "alpha": 0.45, "edgecolor": "none", "boxstyle": "round,pad=0.25"})
+    for e in range(n_experts):
+        ax.text(1.6 + 1.6 * e, -0.6, f"expert {e}", fontsize=8, va="center",
+                bbox={"facecolor": colours[e], "alpha": 0.45, "edgecolor": "none"})
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,275 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: notebooks//py:percent,book//ipynb
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (ipykernel)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # Routing analysis: do MoE routers find pretrained experts?
+#
+# **The paper's question** (its three routing-analysis experiments, written up apart from the main
+# text): RED trains a router *after* the experts, on the domains they were trained for. Would a
+# classical softmax-gated mixture of experts, trained end to end, discover by itself which expert
+# knows what? The paper plants a specialist among the experts and looks at where the gate sends
+# inputs:
+#
+# 1. **a code expert**: one Transformer expert pretrained on code alone, then expert 0 of a
+#    4-expert token-level MoE language model trained on code, math, story and science text;
+# 2. **a "0 or 7" expert**: one MLP pretrained to tell digits 0 and 7 from the rest, then (body
+#    only) expert 0 of a 4-expert MoE classifying all ten digits;
+# 3. **lightly pretrained domain experts**: four experts, each trained two epochs on its own domain
+#    (psychology, history, medicine, business), then combined by a token-level MoE, over 3 seeds,
+#    with and without an entropy term on the router.
+#
+# The paper reports these as heatmaps without numbers; its claims ledger states each as an
+# ordering: the planted expert gets more of its own domain's routing than of the others'.
+
+# %% tags=["parameters"]
+profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
+seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
+device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
+results_dir = "results"  # results go to <results_dir>/<profile>/routing_heatmaps/
+n_seeds = None  # None: the profile's value (smoke 2, full 3; the paper: 1, 1 and 3)
+tokenizer = "embedded"  # "embedded" (the MiniLM backbone's tokenizer) or a local tokenizer folder such as gpt2
+full_vocab = False  # False: embeddings and LM head cover the tokens that occur in the corpus only
+causal = True  # causal attention mask in the text experts (False: the paper's unmasked encoder)
+max_len = 128  # tokens per sample at most (the paper: 128)
+text_lr = 0.0001  # Adam learning rate of the text models (the paper: 1e-4)
+text_batch = 16  # text batch size (the paper does not say)
+eval_samples = None  # held-out samples per domain for the routing analysis; None: profile (smoke 10, full 100)
+code_samples = None  # experiment 1 training samples per domain; None: profile (smoke 40, full 500 as the paper)
+code_epochs = None  # experiment 1 epochs of each phase; None: profile (smoke 1, full 5 as the paper)
+code_d_model = None  # experiment 1 width; None: profile (smoke 32, full 128; the paper: 768)
+code_layers = 2  # experiment 1 layers per expert (the paper: 2)
+code_heads = None  # experiment 1 attention heads; None: profile (smoke 2, full 4; the paper: 8)
+code_ff = None  # experiment 1 feed-forward width; None: profile (smoke 64, full 512; the paper: 3072)
+mnist_data_dir = None  # None: the embedded 5,000 digits; or a folder of the MNIST IDX files
+digit_lr = 0.001  # experiment 2 Adam learning rate (the paper: 1e-3)
+digit_batch = 64  # experiment 2 batch size (the paper does not say)
+digit_hidden = 128  # experiment 2 expert hidden width (the paper: 128)
+digit_dropout = 0.2  # experiment 2 dropout in experts and gate (the paper: 0.2)
+digit_pretrain_epochs = None  # None: profile (smoke 1, full 10 as the paper)
+digit_epochs = None  # MoE epochs; None: profile (smoke 2, full 15 as the paper)
+domain_pretrain_samples = None  # experiment 3 pretraining samples per domain; None: profile (smoke 20, full 300)
+domain_moe_samples = None  # experiment 3 MoE samples per domain; None: profile (smoke 40, full 600)
+domain_pretrain_epochs = None  # None: profile (smoke 1, full 2 as the paper)
+domain_moe_epochs = None  # None: profile (smoke 1, full 6 as the paper)
+domain_d_model = None  # experiment 3 width; None: profile (smoke 32, full 128; the paper: 256)
+domain_layers = 1  # experiment 3 layers per expert (the paper: 1)
+domain_heads = 4  # experiment 3 attention heads (the paper: 4)
+domain_ff = 512  # experiment 3 feed-forward width (the paper: 512)
+domain_embedding = "random"  # MoE embeddings: "random" or "average" of the pretrained experts' (the paper: either)
+entropy_weight = 0.01  # weight of the router entropy term in the second setting of experiment 3
+
+# %% tags=["hide-input", "remove-stderr"]
+import pandas as pd
+from IPython.display import Markdown, display
+from tqdm import tqdm
+
+from redlib.book import ledger, pages, plots
+from redlib.core.store import Store
+from redlib.core.train import progress_enabled
+from redlib.experiments import routing as ra
+from redlib.experiments import routing_report as rr
+from redlib.tasks import text_domains as td
+
+store = Store()
+cfg, results = pages.start("routing_heatmaps", globals(), store)
+plots.set_style()
+tok = td.load_tokenizer(cfg.tokenizer)
+display(Markdown(f"Profile **{cfg.profile}**, seeds {cfg.seeds}, tokenizer `{cfg.tokenizer}` "
+                 f"({type(tok).__name__}, {len(tok):,} ids), {'causal' if cfg.causal else 'unmasked'} text experts."))
+
+# %% [markdown]
+# ## Setup
+#
+# **Text.** Each domain is a handful of sentence templates whose slots (names, numbers, words) are
+# filled at random, as the paper describes its data; a seed draws its own texts. The paper tokenized
+# with GPT-2's tokenizer, which cannot be downloaded here: by default we use the tokenizer shipped
+# with the embedded MiniLM backbone (WordPiece, lower-cased), and `tokenizer` takes a local `gpt2`
+# folder. By default the embedding and the LM head cover only the token ids that occur in the
+# generated corpus (a few hundred) rather than the whole tokenizer (30,522 ids for MiniLM, 50,257 for
+# GPT-2): rows of tokens that never occur are never read by the routing analysis, and the smaller
+# head saves time (`full_vocab=True` restores them).
+#
+# **The token-level MoE** is the paper's: GPT-2 style embeddings (token plus learned position),
+# $N = 4$ Transformer-encoder experts that each see every token, a router (two-layer ReLU network on
+# each token's embedding) giving a softmax over the experts, the experts' outputs summed with those
+# weights, and a linear LM head trained on next-token cross-entropy with padding masked. One change,
+# said plainly: the paper's encoder experts attend in both directions, so every token can see the
+# token it must predict; here they are **causally masked**, so next-token prediction is not trivial
+# (`causal=False` gives the paper's unmasked encoder). Training follows the paper: Adam at
+# `text_lr`, the weights of the best validation epoch kept (10% more samples per domain held out
+# for that), the routing measured on `eval_samples` further held-out samples per domain.
+#
+# **Sizes.** The full profile keeps the paper's data sizes, epochs and learning rates; the model
+# sizes differ where the page's 8-minute budget on a 2-core CPU requires it:
+
+# %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
+sizes = pd.DataFrame([
+    {"experiment": e, "setting": k, "this run": getattr(cfg, f"{w}_{k}"), "the paper": v}
+    for e, w in (("1 code expert", "code"), ("3 domain experts", "domain")) for k, v in ra.PAPER_SIZES[w].items()])
+plots.styled(sizes, hide_index=True)
+
+# %% [markdown]
+# One sample of each domain (first seed):
+
+# %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
+examples = pd.DataFrame([{"experiment": e, "domain": d, "example": td.generate(d, 1, cfg.seed)[0].replace("\n", " ⏎ ")}
+                         for e, names in (("1", td.EXPERIMENT_DOMAINS["code"]), ("3", td.EXPERIMENT_DOMAINS["domains"]))
+                         for d in names])
+plots.styled(examples, hide_index=True)
+
+# %% [markdown]
+# ## Experiment 1: a pretrained code expert
+#
+# Phase 1 trains one expert, with its own embeddings and LM head, on the code samples alone. Phase 2
+# builds the 4-expert MoE with expert 0 and the embeddings loaded from phase 1 (the other experts,
+# the router and the head fresh) and trains all of it on the four domains.
+
+# %% tags=["remove-stderr"]
+code_routes, epochs_1, views = [], [], {}
+for s in tqdm(cfg.seeds, desc="experiment 1", disable=not progress_enabled()):
+    moe, corpus, ep = ra.code_experiment(cfg, s, tok, store)
+    code_routes.append(ra.text_routing(moe, corpus).assign(seed=s))
+    epochs_1.append(ep)
+    if s == cfg.seed:
+        views = {f"{d} sample": ra.token_view(moe, corpus, corpus.names.index(d)) for d in ("code", "story")}
+code_routes = pd.concat(code_routes, ignore_index=True)
+code_table = rr.by_domain(code_routes)
+results.table("code_routing", code_table)
+
+# %% [markdown]
+# The routing heatmap: the average routing weight each expert receives on the held-out samples of
+# each domain (each sample's tokens averaged, padding excluded; then samples, then seeds). The
+# share of tokens for which each expert is the top choice is beside it.
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment 1: mean routing weight and top-1 token share per domain and expert, held-out samples, mean over seeds. Expert 0 is the pretrained code expert.", "name": "fig-ra-code"}, "image": {"alt": "Two heatmaps of routing per domain and expert for the code-expert MoE"}}
+plots.routing_heatmaps({"mean routing weight": rr.heat(code_table, "weight"),
+                        "share of top-1 tokens": rr.heat(code_table, "token share")},
+                       "Experiment 1: where the router sends each domain", label="share");
+
+# %% [markdown]
+# Expert 0's share per domain (mean and standard deviation over seeds):
+
+# %% tags=["hide-input"]
+plots.styled(rr.expert0(code_table))
+
+# %% [markdown]
+# The token-level view (first seed): each token of a held-out code sample and story sample, coloured
+# by the expert with the highest routing weight, with that weight.
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment 1, first seed: the top expert of each token of a held-out code and story sample.", "name": "fig-ra-tokens"}, "image": {"alt": "Tokens of two samples in boxes coloured by their top expert"}}
+plots.token_routes(views, 4);
+
+# %% [markdown]
+# ## Experiment 2: a pretrained "0 or 7" digit expert
+#
+# Phase 1 trains an MLP (784-128-128-2, ReLU, dropout 0.2) to say whether a digit is a 0 or a 7,
+# 10 epochs with Adam at 1e-3, the best validation epoch kept. Phase 2 builds the MoE: four MLP
+# experts (784-128-128-10) and a 784-256-128-4 gating network with dropout, expert 0's input and
+# hidden layers copied from phase 1 (its output layer fresh), trained 15 epochs on all ten classes.
+# The digits are the embedded 5,000 (4,000 to train, 500 to validate, 500 to test) unless
+# `mnist_data_dir` points at full MNIST.
+
+# %% tags=["remove-stderr"]
+digits = ra.digit_data(cfg)
+digit_rows, digit_acc, epochs_2 = [], {}, []
+for s in tqdm(cfg.seeds, desc="experiment 2", disable=not progress_enabled()):
+    moe, ep = ra.digit_experiment(cfg, s, digits, store)
+    rows, digit_acc[s] = ra.digit_routing(moe, digits)
+    digit_rows.append(rows.assign(seed=s))
+    epochs_2.append(ep)
+digit_rows = pd.concat(digit_rows, ignore_index=True)
+digit_table = rr.digit_table(digit_rows)
+contrast = rr.digit_contrast(digit_rows, digit_acc)
+results.table("digit_routing", digit_table)
+results.table("digit_contrast", contrast)
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment 2: share of test digits whose top expert is each expert, and mean gate weight, per digit (mean over seeds). Expert 0 holds the pretrained '0 or 7' body.", "name": "fig-ra-digits"}, "image": {"alt": "Two heatmaps of gate routing per digit and expert"}}
+plots.routing_heatmaps({"share of test digits (top expert)": rr.heat(digit_table, "top share", "digit"),
+                        "mean gate weight": rr.heat(digit_table, "weight", "digit")},
+                       "Experiment 2: where the gate sends each digit", label="share");
+
+# %% [markdown]
+# Expert 0's usage on digits 0 and 7 against the other digits, per seed (the paper's ratio and
+# difference):
+
+# %% tags=["hide-input"]
+plots.styled(contrast, hide_index=True)
+
+# %% [markdown]
+# ## Experiment 3: lightly pretrained domain experts
+#
+# Each expert is pretrained two epochs on 300 samples of its own domain, with its own embeddings and
+# head; the MoE loads the four experts (embeddings `domain_embedding`, router and head fresh) and
+# trains 6 epochs on 2,400 mixed samples. The second setting adds to the loss the router's
+# entropy term, $-\lambda H(\bar\alpha)$ with $\bar\alpha$ the mean routing weights over a batch's
+# tokens, which rewards using every expert (the paper's "encourage diverse routing"; it gives no
+# formula). Both settings start from the same pretrained experts.
+
+# %% tags=["remove-stderr"]
+domain_routes, epochs_3 = [], []
+for s in tqdm(cfg.seeds, desc="experiment 3", disable=not progress_enabled()):
+    moes, corpus, ep = ra.domain_experiment(cfg, s, tok, store)
+    domain_routes += [ra.text_routing(m, corpus).assign(seed=s, setting=rr.setting_name(w)) for w, m in moes.items()]
+    epochs_3.append(ep)
+domain_table = rr.by_domain(pd.concat(domain_routes, ignore_index=True))
+match = rr.matching(domain_table, td.EXPERIMENT_DOMAINS["domains"])
+results.table("domain_routing", domain_table)
+results.table("domain_match", match)
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment 3: share of each domain's held-out tokens whose top expert is each expert, without and with the entropy term (mean over seeds). Expert i was pretrained on the i-th domain.", "name": "fig-ra-domains"}, "image": {"alt": "Two heatmaps of token routing per domain and expert for the domain-expert MoE"}}
+names = [f"E{i} {d[:4]}." for i, d in enumerate(td.EXPERIMENT_DOMAINS["domains"])]
+plots.routing_heatmaps({st: rr.heat(domain_table[domain_table["setting"] == st], "token share", names=names)
+                        for st in dict.fromkeys(domain_table["setting"])},
+                       "Experiment 3: share of tokens routed to each expert", label="token share");
+
+# %% [markdown]
+# The share of each domain's tokens that go to the domain's own expert, mean and standard deviation
+# over seeds (the per-seed numbers are in `domain_match.csv`, the whole routing in
+# `domain_routing.csv`):
+
+# %% tags=["hide-input"]
+plots.styled(match.groupby(["setting", "domain"], sort=False)["token share"].agg(["mean", "std"]).unstack(0))
+
+# %% [markdown]
+# Every stage's epochs, the epoch whose weights were kept and its validation loss:
+
+# %% tags=["hide-input"]
+epochs = pd.concat([pd.concat(x).assign(experiment=e) for e, x in
+                    (("1", epochs_1), ("2", epochs_2), ("3", epochs_3))], ignore_index=True)
+results.table("epochs", epochs)
+plots.styled(epochs.drop(columns="cached"), hide_index=True)
+
+# %% [markdown]
+# (ra-claims)=
+# ## The paper's routing claims against our runs
+#
+# Each claim is an ordering, checked per seed: expert 0's mean routing weight is higher on code than
+# on every other domain; expert 0 is the top expert more often for digits 0 and 7 than for the
+# others; each domain's own expert is the top choice for more than half of that domain's tokens
+# (judged without the entropy term, the paper's base setting; with it, beside it as an extension).
+
+# %% tags=["hide-input"]
+results.record(rr.claims(cfg, code_table, contrast, match, rr.by_domain(code_routes, first=5)))
+ledger.styled(ledger.page_table(results.claims))
+
+# %% [markdown]
+# ## What we found
+
+# %% tags=["hide-input"]
+display(Markdown(rr.findings(cfg, results.claims, ledger.verdicts(results.claims), code_table, contrast, match)))
+
+# %% tags=["hide-input"]
+results.finish()
+display(Markdown(results.provenance_markdown()))

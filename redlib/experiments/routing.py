@@ -1,0 +1,320 @@
+"""The three routing-analysis experiments: does a softmax-gated MoE route to experts pretrained on a sub-domain?
+
+1. a code expert pretrained alone, then one of four experts of a token-level MoE language model;
+2. a '0 or 7' digit expert pretrained alone, then one of four experts of an MLP MoE classifier;
+3. four experts each lightly pretrained on its own text domain, then combined by a token-level MoE.
+This module trains them (every stage cached) and measures their routing; `routing_report` turns the
+measurements into tables, claims and findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+import torch
+from torch import Tensor, nn
+
+from ..core.config import NotebookConfig, ParameterError
+from ..core.runtime import resolve_device, seed_everything
+from ..core.store import Store
+from ..core.train import TrainConfig, fit
+from ..models.moe import ExpertLM, GatedMoE, LMShape, MLPClassifier, TokenMoE, lm_loss
+from ..tasks import mnist
+from ..tasks import text_domains as td
+
+NAMESPACE = "routing"
+STAGE_VERSION = 1  # bump when a stage's training code changes, so old cache entries are not reused
+EMBEDDINGS = ("random", "average")
+PAPER_SIZES = {"code": {"d_model": 768, "layers": 2, "heads": 8, "ff": 3072},
+               "domain": {"d_model": 256, "layers": 1, "heads": 4, "ff": 512}}
+TARGET_DIGITS = (0, 7)
+
+
+@dataclass
+class RoutingConfig(NotebookConfig):
+    """The three routing-analysis experiments: code expert, '0 or 7' digit expert, lightly pretrained domain experts."""
+
+    n_seeds: int | None = None
+    tokenizer: str = "embedded"
+    full_vocab: bool = False
+    causal: bool = True
+    max_len: int = 128
+    text_lr: float = 1e-4
+    text_batch: int = 16
+    eval_samples: int | None = None
+    code_samples: int | None = None
+    code_epochs: int | None = None
+    code_d_model: int | None = None
+    code_layers: int = 2
+    code_heads: int | None = None
+    code_ff: int | None = None
+    mnist_data_dir: str | None = None
+    digit_lr: float = 1e-3
+    digit_batch: int = 64
+    digit_hidden: int = 128
+    digit_dropout: float = 0.2
+    digit_pretrain_epochs: int | None = None
+    digit_epochs: int | None = None
+    domain_pretrain_samples: int | None = None
+    domain_moe_samples: int | None = None
+    domain_pretrain_epochs: int | None = None
+    domain_moe_epochs: int | None = None
+    domain_d_model: int | None = None
+    domain_layers: int = 1
+    domain_heads: int = 4
+    domain_ff: int = 512
+    domain_embedding: str = "random"
+    entropy_weight: float = 0.01
+
+    NOTEBOOK: ClassVar[str] = "routing_heatmaps"
+    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {"domain_embedding": EMBEDDINGS}
+    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": {"n_seeds": 2, "eval_samples": 10, "code_samples": 40, "code_epochs": 1, "code_d_model": 32,
+                  "code_heads": 2, "code_ff": 64, "digit_pretrain_epochs": 1, "digit_epochs": 2,
+                  "domain_pretrain_samples": 20, "domain_moe_samples": 40, "domain_pretrain_epochs": 1,
+                  "domain_moe_epochs": 1, "domain_d_model": 32},
+        "full": {"n_seeds": 3, "eval_samples": 100, "code_samples": 500, "code_epochs": 5, "code_d_model": 128,
+                 "code_heads": 4, "code_ff": 512, "digit_pretrain_epochs": 10, "digit_epochs": 15,
+                 "domain_pretrain_samples": 300, "domain_moe_samples": 600, "domain_pretrain_epochs": 2,
+                 "domain_moe_epochs": 6, "domain_d_model": 128},
+    }
+
+    def check(self) -> None:
+        super().check()
+        self.require_positive("n_seeds", "max_len", "text_batch", "eval_samples", "code_samples", "code_epochs",
+                              "code_d_model", "code_layers", "code_heads", "code_ff", "digit_batch", "digit_hidden",
+                              "digit_pretrain_epochs", "digit_epochs", "domain_pretrain_samples", "domain_moe_samples",
+                              "domain_pretrain_epochs", "domain_moe_epochs", "domain_d_model", "domain_layers",
+                              "domain_heads", "domain_ff")
+        self.require_finite("text_lr", "digit_lr", "entropy_weight")
+        if not 0 <= self.digit_dropout < 1:
+            raise ParameterError(f"parameter 'digit_dropout' must be in [0, 1), got {self.digit_dropout}")
+        for name in ("code", "domain"):
+            d, h = getattr(self, f"{name}_d_model"), getattr(self, f"{name}_heads")
+            if d % h:
+                raise ParameterError(f"parameter '{name}_d_model' ({d}) must be a multiple of '{name}_heads' ({h})")
+
+    def preflight(self) -> None:
+        """The tokenizer folder and the MNIST folder (when given) exist and hold what they should."""
+        super().preflight()
+        td.tokenizer_path(self.tokenizer)
+        if self.mnist_data_dir is not None:
+            mnist.check_idx_dir(self.mnist_data_dir)
+
+    def shape(self, which: str, vocab: int) -> LMShape:
+        """The token model of experiment 1 ('code') or 3 ('domain') over a vocabulary of `vocab` ids."""
+        g = lambda f: getattr(self, f"{which}_{f}")  # noqa: E731
+        return LMShape(vocab, g("d_model"), g("layers"), g("heads"), g("ff"), self.max_len, causal=self.causal)
+
+    def paper_sizes(self, which: str) -> bool:
+        """Whether experiment 1 ('code') or 3 ('domain') runs at the paper's model sizes."""
+        return all(getattr(self, f"{which}_{k}") == v for k, v in PAPER_SIZES[which].items())
+
+    def text_fit(self, seed: int, epochs: int, desc: str) -> TrainConfig:
+        """The paper's text training: Adam (no weight decay) at text_lr, every epoch kept until the best on validation."""
+        return TrainConfig(lr=self.text_lr, weight_decay=0.0, batch_size=self.text_batch, virtual_batch=self.text_batch,
+                           max_epochs=epochs, patience=epochs, seed=seed, desc=desc)
+
+
+@dataclass
+class Corpus:
+    """Encoded texts of several domains: train / val / eval ids, the domain of each row, and the tokenizer."""
+
+    parts: dict[str, td.Encoded]
+    domains: dict[str, np.ndarray]  # part -> domain index per row
+    names: tuple[str, ...]
+    tokenizer: Any
+
+    @property
+    def vocab_size(self) -> int:
+        """Embedding rows: PAD plus the vocabulary."""
+        return len(self.parts["train"].vocab) + 1
+
+    def rows(self, part: str, domain: int) -> Tensor:
+        """The ids of one domain's rows of a part."""
+        return self.parts[part].ids[torch.from_numpy(self.domains[part] == domain)]
+
+
+def corpus(cfg: RoutingConfig, names: tuple[str, ...], counts: dict[str, int], seed: int, tokenizer) -> Corpus:
+    """Generate `counts[part]` samples per domain and part, tokenize them, and map them to one shared vocabulary."""
+    texts = {part: [t for d in names for t in td.generate(d, n, seed, part)] for part, n in counts.items()}
+    if cfg.full_vocab:
+        vocab = list(range(len(tokenizer)))
+    else:
+        vocab = td.encode([t for part in texts.values() for t in part], tokenizer, cfg.max_len).vocab
+    parts = {part: td.encode(t, tokenizer, cfg.max_len, vocab) for part, t in texts.items()}
+    domains = {part: np.repeat(np.arange(len(names)), n) for part, n in counts.items()}
+    return Corpus(parts, domains, names, tokenizer)
+
+
+def _val(n: int) -> int:
+    return max(2, n // 10)
+
+
+def _train_lm(cfg: RoutingConfig, model: nn.Module, kind: str, key: dict, train: Tensor, val: Tensor, tc: TrainConfig,
+              store: Store, entropy_weight: float = 0.0) -> dict:
+    """Fit a token model (or load it from the stage cache for the same configuration)."""
+    model.to(resolve_device(cfg.device))
+    full = {"stage": STAGE_VERSION, "train": asdict(tc), "entropy_weight": entropy_weight, **key}
+
+    def run(m: nn.Module) -> dict:
+        res = fit(m, lambda mod, b: lm_loss(mod, b[0], entropy_weight), (train,), (val,), tc)
+        return {"best_epoch": res.best_epoch, "epochs_run": len(res.history), "history": res.history}
+
+    meta = store.module(f"{NAMESPACE}/{kind}", full, model, run)
+    return {**meta, "key": full}
+
+
+def code_experiment(cfg: RoutingConfig, seed: int, tokenizer, store: Store) -> tuple[TokenMoE, Corpus, pd.DataFrame]:
+    """Experiment 1: a code expert pretrained alone, then expert 0 (with the embeddings) of a 4-expert MoE."""
+    names = td.EXPERIMENT_DOMAINS["code"]
+    c = corpus(cfg, names, {"train": cfg.code_samples, "val": _val(cfg.code_samples), "eval": cfg.eval_samples},
+               seed, tokenizer)
+    s = cfg.shape("code", c.vocab_size)
+    data = {"shape": asdict(s), "data": c.parts["train"].digest, "val": c.parts["val"].digest}
+    seed_everything(seed * 100)
+    lm = ExpertLM(s)
+    pre = _train_lm(cfg, lm, "code_expert", data, c.rows("train", 0), c.rows("val", 0),
+                    cfg.text_fit(seed * 100, cfg.code_epochs, "exp 1: code expert"), store)
+    seed_everything(seed * 100 + 1)
+    moe = TokenMoE(s, len(names))
+    moe.embed.load_state_dict(lm.embed.state_dict())
+    moe.experts[0].load_state_dict(lm.expert.state_dict())
+    main = _train_lm(cfg, moe, "code_moe", {**data, "pretrained": pre["key"]}, c.parts["train"].ids, c.parts["val"].ids,
+                     cfg.text_fit(seed * 100 + 1, cfg.code_epochs, "exp 1: MoE"), store)
+    return moe, c, _epochs({"code expert": pre, "MoE": main}, seed)
+
+
+def domain_experiment(cfg: RoutingConfig, seed: int, tokenizer, store: Store) -> tuple[dict[float, TokenMoE], Corpus, pd.DataFrame]:
+    """Experiment 3: four experts each pretrained on its own domain, then one MoE per entropy weight (0 and the
+    configured one), every expert loaded from its pretraining."""
+    names = td.EXPERIMENT_DOMAINS["domains"]
+    n_pre, n_moe = cfg.domain_pretrain_samples, cfg.domain_moe_samples
+    c = corpus(cfg, names, {"pretrain": n_pre, "pretrain_val": _val(n_pre), "train": n_moe, "val": _val(n_moe),
+                            "eval": cfg.eval_samples}, seed, tokenizer)
+    s = cfg.shape("domain", c.vocab_size)
+    data = {"shape": asdict(s), "data": c.parts["pretrain"].digest, "val": c.parts["pretrain_val"].digest}
+    experts, metas = [], {}
+    for i, name in enumerate(names):
+        seed_everything(seed * 100 + i)
+        lm = ExpertLM(s)
+        metas[f"{name} expert"] = _train_lm(
+            cfg, lm, "domain_expert", {**data, "domain": name}, c.rows("pretrain", i), c.rows("pretrain_val", i),
+            cfg.text_fit(seed * 100 + i, cfg.domain_pretrain_epochs, f"exp 3: {name} expert"), store)
+        experts.append(lm)
+    moes = {}
+    for w in dict.fromkeys([0.0, float(cfg.entropy_weight)]):
+        seed_everything(seed * 100 + 10)
+        moe = TokenMoE(s, len(names))
+        for e, lm in zip(moe.experts, experts):
+            e.load_state_dict(lm.expert.state_dict())
+        if cfg.domain_embedding == "average":
+            states = [lm.embed.state_dict() for lm in experts]
+            moe.embed.load_state_dict({k: torch.stack([st[k] for st in states]).mean(0) for k in states[0]})
+        key = {"shape": asdict(s), "data": c.parts["train"].digest, "val": c.parts["val"].digest,
+               "embedding": cfg.domain_embedding, "pretrained": [m["key"] for m in metas.values()]}
+        metas[f"MoE, entropy weight {w:g}"] = _train_lm(
+            cfg, moe, "domain_moe", key, c.parts["train"].ids, c.parts["val"].ids,
+            cfg.text_fit(seed * 100 + 10, cfg.domain_moe_epochs, f"exp 3: MoE (entropy {w:g})"), store, w)
+        moes[w] = moe
+    return moes, c, _epochs(metas, seed)
+
+
+def _epochs(metas: dict[str, dict], seed: int) -> pd.DataFrame:
+    return pd.DataFrame([{"seed": seed, "stage": k, "epochs run": m["epochs_run"], "best epoch": m["best_epoch"] + 1,
+                          "best val loss": min(h["val_loss"] for h in m["history"]), "cached": m["cached"]}
+                         for k, m in metas.items()])
+
+
+@torch.no_grad()
+def token_routing(model: TokenMoE, ids: Tensor) -> list[np.ndarray]:
+    """Per row, the routing weights (tokens x experts) of its real tokens (padding excluded)."""
+    model.eval()
+    out = []
+    for start in range(0, len(ids), 256):
+        batch = ids[start:start + 256].to(next(model.parameters()).device)
+        _, alpha = model(batch)
+        out += [a[b != td.PAD].cpu().numpy() for a, b in zip(alpha, batch)]
+    return out
+
+
+def text_routing(model: TokenMoE, c: Corpus, part: str = "eval") -> pd.DataFrame:
+    """Per held-out sample and expert: its mean routing weight over the sample's tokens and its share of their
+    top-1 choices, with the sample's domain, index within the domain and token count."""
+    alphas, dom = token_routing(model, c.parts[part].ids), c.domains[part]
+    rows = []
+    for j, a in enumerate(alphas):
+        top = np.bincount(a.argmax(1), minlength=a.shape[1])
+        within = int((dom[:j] == dom[j]).sum())
+        rows += [{"domain": c.names[dom[j]], "sample": within, "tokens": len(a), "expert": e,
+                  "weight": float(a[:, e].mean()), "top tokens": int(top[e])} for e in range(a.shape[1])]
+    return pd.DataFrame(rows)
+
+
+def token_view(model: TokenMoE, c: Corpus, domain: int, row: int = 0) -> pd.DataFrame:
+    """Each token of one held-out sample with its top expert and that expert's weight."""
+    ids = c.rows("eval", domain)[row:row + 1]
+    alpha = token_routing(model, ids)[0]
+    toks = td.tokens(td.Encoded(ids, c.parts["eval"].vocab), 0, c.tokenizer)
+    return pd.DataFrame({"token": toks, "top expert": alpha.argmax(1), "weight": alpha.max(1)})
+
+
+def digit_data(cfg: RoutingConfig) -> dict[str, tuple[Tensor, Tensor]]:
+    """Train / val / test digits as flat normalised vectors (N, 784) and labels (N,)."""
+    return {part: (mnist.to_tensor(x).flatten(1), torch.from_numpy(y)) for part, (x, y) in
+            mnist.splits(cfg.mnist_data_dir, 0).items()}
+
+
+def _classify(model: nn.Module, batch) -> Tensor:
+    x, y = batch
+    out = model(x)
+    return nn.functional.cross_entropy(out[0] if isinstance(out, tuple) else out, y)
+
+
+def digit_experiment(cfg: RoutingConfig, seed: int, data: dict[str, tuple[Tensor, Tensor]], store: Store
+                     ) -> tuple[GatedMoE, pd.DataFrame]:
+    """Experiment 2: a '0 or 7' expert pretrained alone, then expert 0 (body only) of a 4-expert MoE on 10 classes."""
+    dev = resolve_device(cfg.device)
+    is07 = lambda y: torch.isin(y, torch.tensor(TARGET_DIGITS)).long()  # noqa: E731
+    base = {"stage": STAGE_VERSION, "source": cfg.mnist_data_dir or "embedded", "hidden": cfg.digit_hidden,
+            "dropout": cfg.digit_dropout}
+
+    def tc(s: int, epochs: int, desc: str) -> TrainConfig:
+        return TrainConfig(lr=cfg.digit_lr, weight_decay=0.0, batch_size=cfg.digit_batch, virtual_batch=cfg.digit_batch,
+                           max_epochs=epochs, patience=epochs, seed=s, desc=desc)
+
+    def train(model: nn.Module, kind: str, key: dict, parts: dict, t: TrainConfig) -> dict:
+        model.to(dev)
+        key = {**base, **key, "train": asdict(t)}
+        meta = store.module(f"{NAMESPACE}/{kind}", key, model, lambda m: _fit_meta(fit(m, _classify, parts["train"],
+                                                                                       parts["val"], t)))
+        return {**meta, "key": key}
+
+    seed_everything(seed * 100 + 20)
+    expert = MLPClassifier(hidden=cfg.digit_hidden, classes=2, dropout=cfg.digit_dropout)
+    binary = {p: (x, is07(y)) for p, (x, y) in data.items()}
+    pre = train(expert, "digit_expert", {}, binary, tc(seed * 100 + 20, cfg.digit_pretrain_epochs, "exp 2: 0-or-7 expert"))
+    seed_everything(seed * 100 + 21)
+    moe = GatedMoE([MLPClassifier(hidden=cfg.digit_hidden, dropout=cfg.digit_dropout) for _ in range(4)],
+                   dropout=cfg.digit_dropout)
+    moe.experts[0].load_body(expert)
+    main = train(moe, "digit_moe", {"pretrained": pre["key"]}, data, tc(seed * 100 + 21, cfg.digit_epochs, "exp 2: MoE"))
+    return moe, _epochs({"0-or-7 expert": pre, "MoE": main}, seed)
+
+
+def _fit_meta(res) -> dict:
+    return {"best_epoch": res.best_epoch, "epochs_run": len(res.history), "history": res.history}
+
+
+@torch.no_grad()
+def digit_routing(moe: GatedMoE, data: dict[str, tuple[Tensor, Tensor]]) -> tuple[pd.DataFrame, float]:
+    """Per test digit: its label, the gate's weight for each expert and its top expert; and the MoE's accuracy."""
+    moe.eval()
+    x, y = data["test"]
+    logits, g = moe(x.to(next(moe.parameters()).device))
+    g, pred = g.cpu().numpy(), logits.argmax(1).cpu().numpy()
+    df = pd.DataFrame(g, columns=[f"w{e}" for e in range(g.shape[1])]).assign(digit=y.numpy(), top=g.argmax(1))
+    return df, float((pred == y.numpy()).mean())

@@ -1,0 +1,136 @@
+"""Tables, claims (`ra.*`) and findings of the routing-analysis page, from the routing `routing.py` measures."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..core import measure
+from .routing import TARGET_DIGITS, RoutingConfig
+
+MAJORITY = 0.5  # "most tokens": more than this share of a domain's tokens
+
+
+def by_domain(routing: pd.DataFrame, first: int | None = None) -> pd.DataFrame:
+    """Per seed (and setting), domain and expert: mean routing weight over samples, and the share of the domain's
+    tokens whose top expert it is; `first` keeps only the first samples of each domain (the paper analysed 5)."""
+    df = routing if first is None else routing[routing["sample"] < first]
+    keys = [k for k in ("setting", "seed") if k in df] + ["domain", "expert"]
+    out = df.groupby(keys, sort=False).agg(weight=("weight", "mean"), top=("top tokens", "sum"), tokens=("tokens", "sum"))
+    out["token share"] = out.pop("top") / out.pop("tokens")
+    return out.reset_index()
+
+
+def heat(table: pd.DataFrame, value: str, index: str = "domain", names: list[str] | None = None) -> pd.DataFrame:
+    """Mean over seeds of `value`, rows `index` (in first-seen order), one column per expert."""
+    out = table.pivot_table(index=index, columns="expert", values=value, sort=False)
+    out.columns = names or [f"E{e}" for e in out.columns]
+    return out
+
+
+def expert0(table: pd.DataFrame) -> pd.DataFrame:
+    """Experiment 1: expert 0's mean weight and token share per domain, mean and sd over seeds."""
+    e0 = table[table["expert"] == 0]
+    out = e0.groupby("domain", sort=False)[["weight", "token share"]].agg(["mean", "std"])
+    out.columns = [f"expert 0 {m} ({s})" for m, s in out.columns]
+    return out
+
+
+def digit_table(per_digit: pd.DataFrame) -> pd.DataFrame:
+    """Experiment 2, per seed, digit and expert: share of test digits whose top expert it is, and mean gate weight."""
+    experts = [c for c in per_digit if c.startswith("w")]
+    rows = []
+    for (seed, digit), g in per_digit.groupby(["seed", "digit"]):
+        for e, c in enumerate(experts):
+            rows.append({"seed": seed, "digit": digit, "expert": e, "top share": float((g["top"] == e).mean()),
+                         "weight": float(g[c].mean())})
+    return pd.DataFrame(rows)
+
+
+def digit_contrast(per_digit: pd.DataFrame, accuracy: dict[int, float]) -> pd.DataFrame:
+    """Experiment 2, per seed: expert 0's top-1 share and mean weight on digits 0 and 7 against the other digits."""
+    rows = []
+    for seed, g in per_digit.groupby("seed"):
+        target = g["digit"].isin(TARGET_DIGITS)
+        top0 = g["top"] == 0
+        a, b = float(top0[target].mean()), float(top0[~target].mean())
+        rows.append({"seed": seed, "MoE accuracy": accuracy[seed], "top share 0 and 7": a, "top share other digits": b,
+                     "ratio": a / b if b else np.inf, "difference": a - b,
+                     "weight 0 and 7": float(g.loc[target, "w0"].mean()), "weight other digits": float(g.loc[~target, "w0"].mean())})
+    return pd.DataFrame(rows)
+
+
+def matching(table: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
+    """Experiment 3, per setting, seed and domain: share of the domain's tokens routed (top-1) to its own expert,
+    whether that is a majority, and whether the own expert is the one most chosen."""
+    own = table["expert"] == table["domain"].map({n: i for i, n in enumerate(names)})
+    best = table.groupby(["setting", "seed", "domain"], sort=False)["token share"].transform("max")
+    out = table[own].copy()
+    out["majority"] = out["token share"] > MAJORITY
+    out["most chosen"] = out["token share"] >= best[own]
+    return out[["setting", "seed", "domain", "token share", "weight", "majority", "most chosen"]].reset_index(drop=True)
+
+
+def claims(cfg: RoutingConfig, code: pd.DataFrame, contrast: pd.DataFrame, match: pd.DataFrame,
+           code_first5: pd.DataFrame) -> dict[str, dict]:
+    """ra.code_expert, ra.mnist07 and ra.domain_match, per seed; experiment 3 judged without entropy regularisation,
+    with it beside as an extension."""
+    e0 = code[code["expert"] == 0].pivot_table(index="seed", columns="domain", values="weight", sort=False)
+    others = e0.drop(columns="code")
+    first5 = code_first5[code_first5["expert"] == 0].pivot_table(index="seed", columns="domain", values="weight")
+    out = {"ra.code_expert": measure.order(
+        (e0["code"] > others.max(axis=1)).tolist(), bool(e0["code"].mean() > others.mean().max()),
+        value={d: float(v) for d, v in e0.mean().items()},
+        measure="expert 0's mean routing weight per domain, held-out samples",
+        first_5_samples_holds=[bool(first5.loc[s, "code"] > first5.loc[s].drop("code").max()) for s in first5.index])}
+    out["ra.mnist07"] = measure.order(
+        (contrast["top share 0 and 7"] > contrast["top share other digits"]).tolist(),
+        bool(contrast["top share 0 and 7"].mean() > contrast["top share other digits"].mean()),
+        value={"0 and 7": float(contrast["top share 0 and 7"].mean()),
+               "other digits": float(contrast["top share other digits"].mean()),
+               "ratio": float(contrast["ratio"].mean()), "difference": float(contrast["difference"].mean())},
+        measure="share of test digits whose top expert is expert 0")
+    judged = _domain_claim(match[match["setting"] == setting_name(0.0)])
+    if cfg.entropy_weight:
+        judged["extensions"] = {f"with entropy regularisation (weight {cfg.entropy_weight:g})":
+                                _domain_claim(match[match["setting"] == setting_name(cfg.entropy_weight)])}
+    out["ra.domain_match"] = judged
+    return out
+
+
+def setting_name(weight: float) -> str:
+    """The label of an entropy-regularisation setting."""
+    return "no entropy regularisation" if weight == 0 else f"entropy weight {weight:g}"
+
+
+def _domain_claim(m: pd.DataFrame) -> dict:
+    per_seed = m.groupby("seed")["majority"].all()
+    mean = m.groupby("domain", sort=False)["token share"].mean()
+    return measure.order(per_seed.tolist(), bool((mean > MAJORITY).all()), value={d: float(v) for d, v in mean.items()},
+                         measure=f"share of each domain's tokens whose top expert is its own (> {MAJORITY} in every domain)",
+                         most_chosen_per_seed=m.groupby("seed")["most chosen"].all().tolist())
+
+
+def findings(cfg: RoutingConfig, measured: dict[str, dict], v: dict[str, str], code: pd.DataFrame, contrast: pd.DataFrame,
+             match: pd.DataFrame) -> str:
+    """The page's conclusions in words, from its tables and the ledger's verdicts."""
+    c, n = measured["ra.code_expert"]["value"], len(cfg.seeds)
+    others = {d: w for d, w in c.items() if d != "code"}
+    spread = code.groupby(["seed", "domain"])["weight"].max().groupby("seed").max().mean()
+    m = measured["ra.mnist07"]["value"]
+    no, ent = (match[match["setting"] == setting_name(w)].groupby("domain", sort=False)["token share"].mean()
+               for w in (0.0, cfg.entropy_weight))
+    sizes = lambda w: "the paper's sizes" if cfg.paper_sizes(w) else "smaller than the paper's (see the setup)"  # noqa: E731
+    return "\n".join([
+        f"- **Code expert** ({n} seeds, models {sizes('code')}): expert 0 takes on average {c['code']:.3f} of the routing "
+        f"weight on held-out code samples, against {min(others.values()):.3f}-{max(others.values()):.3f} on the other "
+        f"domains (uniform would be 0.25; the largest weight any expert gets on any domain is {spread:.3f}). "
+        f"`ra.code_expert` **{v['ra.code_expert']}**.",
+        f"- **'0 or 7' expert** ({n} seeds, MoE test accuracy {contrast['MoE accuracy'].mean():.3f}): expert 0 is the top "
+        f"expert for {m['0 and 7']:.3f} of test digits 0 and 7 and for {m['other digits']:.3f} of the others (ratio "
+        f"{m['ratio']:.2f}, difference {m['difference']:+.3f}). `ra.mnist07` **{v['ra.mnist07']}**.",
+        f"- **Domain experts** ({n} seeds, models {sizes('domain')}): the share of each domain's tokens routed to its "
+        f"own expert is " + ", ".join(f"{d} {x:.3f}" for d, x in no.items()) + " without entropy regularisation and "
+        + ", ".join(f"{d} {x:.3f}" for d, x in ent.items()) + f" with weight {cfg.entropy_weight:g}. "
+        f"`ra.domain_match` **{v['ra.domain_match']}** (judged without regularisation).",
+    ])
