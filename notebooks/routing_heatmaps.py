@@ -268,7 +268,8 @@ ledger.styled(ledger.page_table(results.claims))
 # ## What we found
 
 # %% tags=["hide-input"]
-display(Markdown(rr.findings(cfg, results.claims, ledger.verdicts(results.claims), code_table, contrast, match)))
+display(Markdown(rr.findings(cfg, results.claims, ledger.verdicts(results.claims), code_table, contrast, match,
+                             domain_table)))
 
 # %% tags=["hide-input"]
 results.finish()
