@@ -166,3 +166,25 @@ def test_claims_follow_the_routing(strong):
         assert got[cid]["per_seed"] == [strong, strong] and got[cid]["mean_holds"] == strong
     assert got["ra.domain_match"]["value"]["history"] == pytest.approx(0.7 if strong else 0.4)
     assert list(got["ra.domain_match"]["extensions"]) == ["with entropy regularisation (weight 0.01)"]
+
+
+def test_a_local_gpt2_style_tokenizer_folder_works(tmp_path):
+    """A byte-level BPE tokenizer saved as GPT-2's files (no pad token), as a reader's local `gpt2` folder would be."""
+    import json
+
+    from tokenizers import ByteLevelBPETokenizer
+
+    texts = [t for d in td.TEMPLATES for t in td.generate(d, 50, 0)]
+    bpe = ByteLevelBPETokenizer()
+    bpe.train_from_iterator(texts, vocab_size=400, special_tokens=["<|endoftext|>"])
+    folder = tmp_path / "gpt2"
+    folder.mkdir()
+    bpe.save_model(str(folder))  # vocab.json and merges.txt, as in the hub's gpt2
+    (folder / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": "GPT2Tokenizer"}))
+    cfg = tiny(tokenizer=str(folder))
+    cfg.preflight()
+    tok = td.load_tokenizer(cfg.tokenizer)
+    assert tok.pad_token is None and type(tok).__name__.startswith("GPT2")
+    moe, corpus, _ = ra.code_experiment(cfg, 0, tok, Store(tmp_path / "cache"))
+    assert td.tokens(corpus.parts["eval"], 0, tok) == tok.tokenize(td.generate("code", cfg.eval_samples, 0, "eval")[0])
+    assert len(ra.text_routing(moe, corpus)) == 4 * cfg.eval_samples * 4
