@@ -66,3 +66,27 @@ def test_a_timing_says_whether_it_ran_todays_profile():
     assert report.current_profile("toy_experiments", "full", {**now, "results_dir": "elsewhere"}) == "yes"
     assert report.current_profile("toy_experiments", "full", None) == "not recorded"
     assert report.current_profile("no_such_page", "full", now) == "page no longer exists"
+
+
+def test_every_experiment_page_has_one_budget_and_the_bench_judges_it(bench):
+    from redlib.book.pages import BUDGETS, PAGES
+
+    budgeted = [p for b in BUDGETS for p in b.pages]
+    assert sorted(budgeted) == sorted(p.name for p in PAGES if p.trains)
+    rows = {r["target"]: r for r in report.page_budgets(bench)}
+    per_nb = bench["notebooks"]["full"]["per_notebook"]
+    for b in BUDGETS:
+        hit = [t for t in rows if t.startswith(f"cold full profile of {' + '.join(b.pages)}")]
+        assert len(hit) == all(p in per_nb for p in b.pages)
+        if hit:
+            minutes = sum(per_nb[p]["wall_seconds"] for p in b.pages) / 60
+            assert rows[hit[0]]["met"] == ("yes" if minutes <= b.minutes else "no")
+
+
+def test_a_budget_timed_before_todays_profile_says_so():
+    now = report.config_for("mnist_label5").from_params(profile="full").asdict()
+    timing = {"wall_seconds": 600.0, "parameters": {**now, "n_seeds": 1}}
+    bench = {"notebooks": {"full": {"per_notebook": {"mnist_label5": timing}}}}
+    (row,) = report.page_budgets(bench)
+    assert row["target"] == "cold full profile of mnist_label5 (timed before today's profile of mnist_label5)"
+    assert row["met"] == "no" and row["gap"].startswith("missed by 5 min")

@@ -75,6 +75,27 @@ PAGES: list[Page] = [
     _reading("speed_and_memory", "Speed and memory", PARTS[2]),
 ]
 PLANNED: list[Planned] = []  # every part of the paper has a page
+
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A cold-time budget: minutes the full profile of these pages may take together, from an empty stage cache
+    (or, for a page that reuses other pages' stages, after them), on the 2-core machine; `make bench` judges it."""
+
+    pages: tuple[str, ...]
+    minutes: float
+
+
+BUDGETS: list[Budget] = [
+    Budget(("toy_experiments",), 4),
+    Budget(("task1_addition",), 20),
+    Budget(("task2_mixed", "step_decomposition"), 15),
+    Budget(("mnist_label5",), 5),
+    Budget(("robustness_and_cost",), 8),
+    Budget(("routing_heatmaps",), 8),
+]
+BOOK_MINUTES = 60  # the whole book cold, every page and the strict build
 BY_NAME = {p.name: p for p in PAGES}
 # every notebook in execution order: experiments first, then the pages that read their results
 NOTEBOOKS: dict[str, type[NotebookConfig]] = {p.name: p.config for p in sorted(PAGES, key=lambda p: not p.trains)}
