@@ -39,17 +39,16 @@ n_seeds = None  # None: the profile's value (smoke 2, full 5)
 hidden = 64  # width of the 2-hidden-layer MLP experts (the paper: 64)
 residual_scale = 0.1  # residual experts are residual_scale * MLP(x) (the paper: 0.1)
 val_fraction = 0.2  # share of each domain's points held out for early stopping
+workers = 2  # processes training seeds side by side (1: one after another); the numbers are the same
 
 # %% tags=["hide-input"]
 import pandas as pd
 import torch
 from IPython.display import Markdown, display
-from tqdm import tqdm
 
 from redlib.book import ledger, pages, plots
 from redlib.core.metrics import seed_summary
 from redlib.core.store import Store
-from redlib.core.train import progress_enabled
 from redlib.experiments import toy
 
 store = Store()
@@ -82,24 +81,25 @@ domain_table = pd.DataFrame(
 plots.styled(domain_table, hide_index=True)
 
 # %% [markdown]
+# ## Runs
+#
+# Every seed trains experiments A, B and C; they are independent, so `workers` processes train
+# them side by side (each with one thread, as a serial run would: the numbers are the same).
+
+# %% tags=["remove-stderr"]
+t = toy.run_all(cfg, store, cfg.workers)
+evals_a, weights_a, evals_b, evals_c, sizes_c, curves_a, curves_b, curves_c = (
+    t[k] for k in ("evals_a", "weights_a", "evals_b", "evals_c", "sizes_c", "curves_a", "curves_b", "curves_c"))
+for name, df in {"a_linear_eval": evals_a, "a_linear_weights": weights_a, "b_mlp_eval": evals_b,
+                 "c_residual_eval": evals_c, "c_residual_sizes": sizes_c}.items():
+    results.table(name, df)
+
+# %% [markdown]
 # ## Experiment A: linear experts
 #
 # Five experts $\hat y = w_1 x_1 + w_2 x_2 + b$, one per domain, each trained alone;
 # then the average of their parameters, and the average of their outputs.
-
-# %% tags=["remove-stderr"]
-evals_a, weights_a = [], []
-for s in tqdm(cfg.seeds, desc="A: linear experts", disable=not progress_enabled()):
-    models_a, w = toy.experiment_a(cfg, s, store)
-    evals_a.append(toy.evaluate(models_a).assign(seed=s))
-    weights_a.append(w.assign(seed=s))
-    if s == cfg.seed:
-        curves_a = toy.diagonal_predictions(models_a)
-evals_a, weights_a = pd.concat(evals_a), pd.concat(weights_a)
-results.table("a_linear_eval", evals_a)
-results.table("a_linear_weights", weights_a)
-
-# %% [markdown]
+#
 # The learned weights of each expert, mean and spread over seeds (the paper: $w = [0.5, 0.5]$, $b = 0$):
 
 # %% tags=["hide-input"]
@@ -137,16 +137,6 @@ plots.prediction_curves(curves_a, "A: linear experts", bands=toy.DOMAINS);
 # The same protocol with 2-64-64-1 ReLU MLPs: each fits its own domain, then we average
 # their parameters or their outputs.
 
-# %% tags=["remove-stderr"]
-evals_b = []
-for s in tqdm(cfg.seeds, desc="B: MLP experts", disable=not progress_enabled()):
-    models_b = toy.experiment_b(cfg, s, store)
-    evals_b.append(toy.evaluate(models_b).assign(seed=s))
-    if s == cfg.seed:
-        curves_b = toy.diagonal_predictions(models_b)
-evals_b = pd.concat(evals_b)
-results.table("b_mlp_eval", evals_b)
-
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment B: accuracy of each MLP expert and of the two averages on each domain, mean over seeds.", "name": "fig-toy-b-acc"}, "image": {"alt": "Heatmap of accuracy per model and domain for MLP experts"}}
 plots.accuracy_heatmap(accuracy_table(evals_b), "B: MLP experts, accuracy (mean over seeds)");
 
@@ -165,21 +155,6 @@ plots.prediction_curves(curves_b, "B: MLP experts", bands=toy.DOMAINS);
 # frozen. We evaluate the base alone, the base plus each single expert, and the base plus
 # all experts mixed with $\alpha_i = 1/5$: the output-space analogue of RED's hidden-state
 # correction, {eq}`eq-red`.
-
-# %% tags=["remove-stderr"]
-evals_c, sizes_c = [], []
-for s in tqdm(cfg.seeds, desc="C: residual experts", disable=not progress_enabled()):
-    bases = {"exact": toy.exact_base(), "learned": toy.learned_base(cfg, s, store)}
-    for base_name, base in bases.items():
-        models_c = toy.experiment_c(cfg, s, store, base, base_name)
-        evals_c.append(toy.evaluate(models_c).assign(seed=s, base=base_name))
-        residuals = [models_c[f"base + r{i + 1}"].residual for i in range(len(toy.DOMAINS))]
-        sizes_c.append(toy.residual_size(residuals).assign(seed=s, base=base_name))
-        if s == cfg.seed and base_name == "exact":
-            curves_c = toy.diagonal_predictions(models_c)
-evals_c, sizes_c = pd.concat(evals_c), pd.concat(sizes_c)
-results.table("c_residual_eval", evals_c)
-results.table("c_residual_sizes", sizes_c)
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment C: accuracy of the base alone, the base plus each residual expert, and the base plus the mix of all, for the exact and the learned base (mean over seeds).", "name": "fig-toy-c-acc"}, "image": {"alt": "Two heatmaps of accuracy per model and domain for residual experts on an exact and a learned base"}}
 import matplotlib.pyplot as plt

@@ -70,3 +70,20 @@ def test_own_domain_pairs_each_expert_with_its_domain():
     ev = pd.DataFrame({"seed": [0] * 4, "model": ["r1", "r1", "r2", "r2"],
                        "domain": ["D1 [1,20]", "D2 [21,40]", "D2 [21,40]", "off-domain"], "accuracy": [0.9, 0.1, 0.8, 0.0]})
     assert toy.own_domain(ev, ["r1", "r2"]).tolist() == [0.8]
+
+
+def test_parallel_workers_give_the_serial_tables_and_record_every_stage(tmp_path):
+
+    cfg = ToyConfig.from_params(profile="smoke", max_epochs=5, patience=5)
+    serial_store, parallel_store = Store(tmp_path / "serial"), Store(tmp_path / "parallel")
+    serial = toy.run_all(cfg, serial_store, workers=1)
+    parallel = toy.run_all(cfg, parallel_store, workers=2)
+    assert serial.keys() == parallel.keys()
+    for name in serial:
+        pd.testing.assert_frame_equal(serial[name], parallel[name])
+    # the workers' stages were computed into the page's cache and recorded in its store
+    assert parallel_store.misses == serial_store.misses > 0 and parallel_store.hits == 0
+    assert set(parallel_store.seconds) == set(serial_store.seconds)
+    again = Store(tmp_path / "parallel")
+    toy.run_all(cfg, again, workers=2)
+    assert again.misses == 0 and again.hits == serial_store.misses

@@ -39,6 +39,7 @@ class ToyConfig(ExperimentConfig):
     hidden: int = 64
     residual_scale: float = 0.1
     val_fraction: float = 0.2
+    workers: int = 2
 
     NOTEBOOK: ClassVar[str] = "toy_experiments"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -48,7 +49,7 @@ class ToyConfig(ExperimentConfig):
 
     def check(self) -> None:
         super().check()
-        self.require_positive("hidden")
+        self.require_positive("hidden", "workers")
         self.require_finite("residual_scale")
         if not 0 < self.val_fraction < 1:
             raise ParameterError(f"parameter 'val_fraction' must be in (0, 1), got {self.val_fraction}")
@@ -230,6 +231,46 @@ def residual_size(residuals: list[nn.Module], data: ToyData | None = None) -> pd
         rows.append({"expert": f"r{i + 1}", "max |r| own domain": mag[dom == i].max().item(),
                      "max |r| whole grid": mag.max().item()})
     return pd.DataFrame(rows)
+
+
+PARTS = ("c", "a", "b")  # the experiments a seed runs, longest first (the order parallel workers take them)
+
+
+def part_tables(cfg: ToyConfig, piece: tuple[str, int], store: Store) -> dict[str, pd.DataFrame]:
+    """One experiment ('a', 'b' or 'c') of one seed: its evaluations (and weights or residual sizes), each tagged with
+    the seed, and for the first seed its prediction curves."""
+    part, seed = piece
+    first = seed == cfg.seed
+    if part == "a":
+        models, w = experiment_a(cfg, seed, store)
+        out = {"evals_a": evaluate(models).assign(seed=seed), "weights_a": w.assign(seed=seed)}
+        return out | ({"curves_a": diagonal_predictions(models)} if first else {})
+    if part == "b":
+        models = experiment_b(cfg, seed, store)
+        return {"evals_b": evaluate(models).assign(seed=seed)} | ({"curves_b": diagonal_predictions(models)} if first else {})
+    out, evals, sizes = {}, [], []
+    for base_name, base in {"exact": exact_base(), "learned": learned_base(cfg, seed, store)}.items():
+        models = experiment_c(cfg, seed, store, base, base_name)
+        evals.append(evaluate(models).assign(seed=seed, base=base_name))
+        sizes.append(residual_size([models[f"base + r{i + 1}"].residual for i in range(len(DOMAINS))])
+                     .assign(seed=seed, base=base_name))
+        if first and base_name == "exact":
+            out["curves_c"] = diagonal_predictions(models)
+    return out | {"evals_c": pd.concat(evals), "sizes_c": pd.concat(sizes)}
+
+
+def run_all(cfg: ToyConfig, store: Store, workers: int) -> dict[str, pd.DataFrame]:
+    """Experiments A, B and C for every seed (in `workers` processes): each table concatenated in seed order."""
+    from ..core.parallel import map_pieces
+
+    pieces = [(part, s) for part in PARTS for s in cfg.seeds]
+    done = dict(zip(pieces, map_pieces(part_tables, cfg, pieces, store, workers, desc="toy experiments")))
+    tables = {}
+    for part in sorted(PARTS):
+        for s in cfg.seeds:
+            for name, df in done[(part, s)].items():
+                tables.setdefault(name, []).append(df)
+    return {name: pd.concat(dfs) for name, dfs in tables.items()}
 
 
 def worst_domain(evals: pd.DataFrame, models: list[str], metric: str = "accuracy") -> pd.Series:
