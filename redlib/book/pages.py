@@ -77,7 +77,6 @@ PAGES: list[Page] = [
 PLANNED: list[Planned] = []  # every part of the paper has a page
 
 
-
 @dataclass(frozen=True)
 class Budget:
     """A cold-time budget: minutes the full profile of these pages may take together, from an empty stage cache
