@@ -86,7 +86,8 @@ def fit(model: nn.Module, loss_fn: LossFn, train: Batch, val: Batch, cfg: TrainC
         raise ValueError(f"virtual_batch ({cfg.virtual_batch}) must be a multiple of batch_size ({cfg.batch_size})")
     accum = cfg.virtual_batch // cfg.batch_size
     params = [p for p in model.parameters() if p.requires_grad]
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    # foreach: one kernel per step for all parameters; bit-identical to the per-tensor loop, a little faster on CPU
+    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
     gen = generator(cfg.seed)
     n = len(train[0])
     result = FitResult()
