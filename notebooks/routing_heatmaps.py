@@ -243,7 +243,7 @@ plots.routing_heatmaps({st: rr.heat(domain_table[domain_table["setting"] == st],
 plots.styled(match.groupby(["setting", "domain"], sort=False)["token share"].agg(["mean", "std"]).unstack(0))
 
 # %% [markdown]
-# Every stage's epochs, the epoch whose weights were kept and its validation loss:
+# Every stage's epochs, the epoch whose weights were kept (counted from 0) and its validation loss:
 
 # %% tags=["hide-input"]
 epochs = pd.concat([pd.concat(x).assign(experiment=e) for e, x in

@@ -224,7 +224,8 @@ def domain_experiment(cfg: RoutingConfig, seed: int, tokenizer, store: Store) ->
 
 
 def _epochs(metas: dict[str, dict], seed: int) -> pd.DataFrame:
-    return pd.DataFrame([{"seed": seed, "stage": k, "epochs run": m["epochs_run"], "best epoch": m["best_epoch"] + 1,
+    """Epochs run, the (0-based, as on every page) epoch whose weights were kept, and its validation loss, per stage."""
+    return pd.DataFrame([{"seed": seed, "stage": k, "epochs run": m["epochs_run"], "best epoch": m["best_epoch"],
                           "best val loss": min(h["val_loss"] for h in m["history"]), "cached": m["cached"]}
                          for k, m in metas.items()])
 
