@@ -11,7 +11,7 @@ from redlib.core.config import ParameterError
 from redlib.core.store import Store, state_equal
 from redlib.experiments import routing as ra
 from redlib.experiments import routing_report as rr
-from redlib.models.moe import GatedMoE, LMShape, MLPClassifier, TokenMoE, lm_loss
+from redlib.models.moe import PAD, GatedMoE, LMShape, MLPClassifier, TokenMoE, lm_loss
 from redlib.tasks import text_domains as td
 
 
@@ -41,7 +41,7 @@ def test_domains_are_reproducible_per_seed_and_part_and_consistent():
 def test_encoding_maps_to_a_compact_vocabulary_and_back(tok):
     texts = td.generate("code", 5, 0) + td.generate("story", 5, 0)
     enc = td.encode(texts, tok, 128)
-    assert enc.ids.min() == td.PAD and enc.ids.max() == len(enc.vocab)
+    assert enc.ids.min() == PAD and enc.ids.max() == len(enc.vocab)
     for j, t in enumerate(texts):
         assert td.tokens(enc, j, tok) == tok.tokenize(t)
     assert td.encode(texts, tok, 4).ids.shape == (10, 4)
@@ -87,7 +87,7 @@ def test_the_loss_ignores_padding_and_the_entropy_term_rewards_spread_routing():
     torch.manual_seed(0)
     moe = TokenMoE(LMShape(50, 16, 1, 2, 32, dropout=0.0), 4).eval()
     ids = torch.randint(1, 50, (4, 7))
-    ids[2, 4:] = td.PAD
+    ids[2, 4:] = PAD
     padded = torch.cat([ids, torch.zeros(4, 5, dtype=torch.long)], 1)
     assert torch.allclose(lm_loss(moe, ids), lm_loss(moe, padded), atol=1e-6)
     # the entropy term is minus the entropy of the mean routing, at most log(4) in size

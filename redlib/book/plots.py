@@ -179,8 +179,8 @@ def routing_heatmaps(tables: dict[str, pd.DataFrame], title: str, label: str = "
     fig, axes = plt.subplots(1, len(tables), figsize=(5.6 * len(tables), 0.4 * max(len(t) for t in tables.values()) + 2.2),
                              squeeze=False)
     for ax, (name, table) in zip(axes[0], tables.items()):
-        sns.heatmap(table, annot=True, fmt=".2f", vmin=0, vmax=1, cmap="viridis", cbar_kws={"label": label}, ax=ax)
-        ax.set(title=name, xlabel="expert", ylabel="")
+        accuracy_heatmap(table, name, ax=ax, label=label)
+        ax.set(xlabel="expert")
         ax.tick_params(axis="y", rotation=0)
     fig.suptitle(title, fontweight="bold")
     fig.tight_layout()

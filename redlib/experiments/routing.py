@@ -21,7 +21,7 @@ from ..core.config import NotebookConfig, ParameterError
 from ..core.runtime import resolve_device, seed_everything
 from ..core.store import Store
 from ..core.train import TrainConfig, fit
-from ..models.moe import ExpertLM, GatedMoE, LMShape, MLPClassifier, TokenMoE, lm_loss
+from ..models.moe import PAD, ExpertLM, GatedMoE, LMShape, MLPClassifier, TokenMoE, lm_loss
 from ..tasks import mnist
 from ..tasks import text_domains as td
 
@@ -113,10 +113,12 @@ class RoutingConfig(NotebookConfig):
         """Whether experiment 1 ('code') or 3 ('domain') runs at the paper's model sizes."""
         return all(getattr(self, f"{which}_{k}") == v for k, v in PAPER_SIZES[which].items())
 
-    def text_fit(self, seed: int, epochs: int, desc: str) -> TrainConfig:
-        """The paper's text training: Adam (no weight decay) at text_lr, every epoch kept until the best on validation."""
-        return TrainConfig(lr=self.text_lr, weight_decay=0.0, batch_size=self.text_batch, virtual_batch=self.text_batch,
-                           max_epochs=epochs, patience=epochs, seed=seed, desc=desc)
+    def adam(self, which: str, seed: int, epochs: int, desc: str) -> TrainConfig:
+        """The paper's training of the 'text' or 'digit' models: Adam (no weight decay) at `<which>_lr`, batches of
+        `<which>_batch`, every epoch run and the best on validation kept."""
+        lr, batch = getattr(self, f"{which}_lr"), getattr(self, f"{which}_batch")
+        return TrainConfig(lr=lr, weight_decay=0.0, batch_size=batch, virtual_batch=batch, max_epochs=epochs,
+                           patience=epochs, seed=seed, desc=desc)
 
 
 @dataclass
@@ -154,18 +156,29 @@ def _val(n: int) -> int:
     return max(2, n // 10)
 
 
+def _fit_meta(res) -> dict:
+    return {"best_epoch": res.best_epoch, "epochs_run": len(res.history), "history": res.history}
+
+
+def _fit_stage(cfg: RoutingConfig, model: nn.Module, kind: str, key: dict, loss, train: tuple, val: tuple,
+               tc: TrainConfig, store: Store) -> dict:
+    """Fit `model` with `loss` (or load it from the stage cache for the same configuration); its metadata and key."""
+    model.to(resolve_device(cfg.device))
+    full = {"stage": STAGE_VERSION, "train": asdict(tc), **key}
+    meta = store.module(f"{NAMESPACE}/{kind}", full, model, lambda m: _fit_meta(fit(m, loss, train, val, tc)))
+    return {**meta, "key": full}
+
+
+def _lm(entropy_weight: float = 0.0):
+    """The token models' loss on a batch of ids, with its entropy weight."""
+    return lambda model, batch: lm_loss(model, batch[0], entropy_weight)
+
+
 def _train_lm(cfg: RoutingConfig, model: nn.Module, kind: str, key: dict, train: Tensor, val: Tensor, tc: TrainConfig,
               store: Store, entropy_weight: float = 0.0) -> dict:
-    """Fit a token model (or load it from the stage cache for the same configuration)."""
-    model.to(resolve_device(cfg.device))
-    full = {"stage": STAGE_VERSION, "train": asdict(tc), "entropy_weight": entropy_weight, **key}
-
-    def run(m: nn.Module) -> dict:
-        res = fit(m, lambda mod, b: lm_loss(mod, b[0], entropy_weight), (train,), (val,), tc)
-        return {"best_epoch": res.best_epoch, "epochs_run": len(res.history), "history": res.history}
-
-    meta = store.module(f"{NAMESPACE}/{kind}", full, model, run)
-    return {**meta, "key": full}
+    """Fit a token model on rows of ids (or load it from the stage cache)."""
+    return _fit_stage(cfg, model, kind, {**key, "entropy_weight": entropy_weight}, _lm(entropy_weight), (train,), (val,),
+                      tc, store)
 
 
 def code_experiment(cfg: RoutingConfig, seed: int, tokenizer, store: Store) -> tuple[TokenMoE, Corpus, pd.DataFrame]:
@@ -178,13 +191,13 @@ def code_experiment(cfg: RoutingConfig, seed: int, tokenizer, store: Store) -> t
     seed_everything(seed * 100)
     lm = ExpertLM(s)
     pre = _train_lm(cfg, lm, "code_expert", data, c.rows("train", 0), c.rows("val", 0),
-                    cfg.text_fit(seed * 100, cfg.code_epochs, "exp 1: code expert"), store)
+                    cfg.adam("text", seed * 100, cfg.code_epochs, "exp 1: code expert"), store)
     seed_everything(seed * 100 + 1)
     moe = TokenMoE(s, len(names))
     moe.embed.load_state_dict(lm.embed.state_dict())
     moe.experts[0].load_state_dict(lm.expert.state_dict())
     main = _train_lm(cfg, moe, "code_moe", {**data, "pretrained": pre["key"]}, c.parts["train"].ids, c.parts["val"].ids,
-                     cfg.text_fit(seed * 100 + 1, cfg.code_epochs, "exp 1: MoE"), store)
+                     cfg.adam("text", seed * 100 + 1, cfg.code_epochs, "exp 1: MoE"), store)
     return moe, c, _epochs({"code expert": pre, "MoE": main}, seed)
 
 
@@ -203,7 +216,7 @@ def domain_experiment(cfg: RoutingConfig, seed: int, tokenizer, store: Store) ->
         lm = ExpertLM(s)
         metas[f"{name} expert"] = _train_lm(
             cfg, lm, "domain_expert", {**data, "domain": name}, c.rows("pretrain", i), c.rows("pretrain_val", i),
-            cfg.text_fit(seed * 100 + i, cfg.domain_pretrain_epochs, f"exp 3: {name} expert"), store)
+            cfg.adam("text", seed * 100 + i, cfg.domain_pretrain_epochs, f"exp 3: {name} expert"), store)
         experts.append(lm)
     moes = {}
     for w in dict.fromkeys([0.0, float(cfg.entropy_weight)]):
@@ -218,7 +231,7 @@ def domain_experiment(cfg: RoutingConfig, seed: int, tokenizer, store: Store) ->
                "embedding": cfg.domain_embedding, "pretrained": [m["key"] for m in metas.values()]}
         metas[f"MoE, entropy weight {w:g}"] = _train_lm(
             cfg, moe, "domain_moe", key, c.parts["train"].ids, c.parts["val"].ids,
-            cfg.text_fit(seed * 100 + 10, cfg.domain_moe_epochs, f"exp 3: MoE (entropy {w:g})"), store, w)
+            cfg.adam("text", seed * 100 + 10, cfg.domain_moe_epochs, f"exp 3: MoE (entropy {w:g})"), store, w)
         moes[w] = moe
     return moes, c, _epochs(metas, seed)
 
@@ -238,7 +251,7 @@ def token_routing(model: TokenMoE, ids: Tensor) -> list[np.ndarray]:
     for start in range(0, len(ids), 256):
         batch = ids[start:start + 256].to(next(model.parameters()).device)
         _, alpha = model(batch)
-        out += [a[b != td.PAD].cpu().numpy() for a, b in zip(alpha, batch)]
+        out += [a[b != PAD].cpu().numpy() for a, b in zip(alpha, batch)]
     return out
 
 
@@ -278,36 +291,22 @@ def _classify(model: nn.Module, batch) -> Tensor:
 def digit_experiment(cfg: RoutingConfig, seed: int, data: dict[str, tuple[Tensor, Tensor]], store: Store
                      ) -> tuple[GatedMoE, pd.DataFrame]:
     """Experiment 2: a '0 or 7' expert pretrained alone, then expert 0 (body only) of a 4-expert MoE on 10 classes."""
-    dev = resolve_device(cfg.device)
     is07 = lambda y: torch.isin(y, torch.tensor(TARGET_DIGITS)).long()  # noqa: E731
-    base = {"stage": STAGE_VERSION, "source": cfg.mnist_data_dir or "embedded", "hidden": cfg.digit_hidden,
-            "dropout": cfg.digit_dropout}
-
-    def tc(s: int, epochs: int, desc: str) -> TrainConfig:
-        return TrainConfig(lr=cfg.digit_lr, weight_decay=0.0, batch_size=cfg.digit_batch, virtual_batch=cfg.digit_batch,
-                           max_epochs=epochs, patience=epochs, seed=s, desc=desc)
+    base = {"source": cfg.mnist_data_dir or "embedded", "hidden": cfg.digit_hidden, "dropout": cfg.digit_dropout}
 
     def train(model: nn.Module, kind: str, key: dict, parts: dict, t: TrainConfig) -> dict:
-        model.to(dev)
-        key = {**base, **key, "train": asdict(t)}
-        meta = store.module(f"{NAMESPACE}/{kind}", key, model, lambda m: _fit_meta(fit(m, _classify, parts["train"],
-                                                                                       parts["val"], t)))
-        return {**meta, "key": key}
+        return _fit_stage(cfg, model, kind, {**base, **key}, _classify, parts["train"], parts["val"], t, store)
 
     seed_everything(seed * 100 + 20)
     expert = MLPClassifier(hidden=cfg.digit_hidden, classes=2, dropout=cfg.digit_dropout)
     binary = {p: (x, is07(y)) for p, (x, y) in data.items()}
-    pre = train(expert, "digit_expert", {}, binary, tc(seed * 100 + 20, cfg.digit_pretrain_epochs, "exp 2: 0-or-7 expert"))
+    pre = train(expert, "digit_expert", {}, binary, cfg.adam("digit", seed * 100 + 20, cfg.digit_pretrain_epochs, "exp 2: 0-or-7 expert"))
     seed_everything(seed * 100 + 21)
     moe = GatedMoE([MLPClassifier(hidden=cfg.digit_hidden, dropout=cfg.digit_dropout) for _ in range(4)],
                    dropout=cfg.digit_dropout)
     moe.experts[0].load_body(expert)
-    main = train(moe, "digit_moe", {"pretrained": pre["key"]}, data, tc(seed * 100 + 21, cfg.digit_epochs, "exp 2: MoE"))
+    main = train(moe, "digit_moe", {"pretrained": pre["key"]}, data, cfg.adam("digit", seed * 100 + 21, cfg.digit_epochs, "exp 2: MoE"))
     return moe, _epochs({"0-or-7 expert": pre, "MoE": main}, seed)
-
-
-def _fit_meta(res) -> dict:
-    return {"best_epoch": res.best_epoch, "epochs_run": len(res.history), "history": res.history}
 
 
 @torch.no_grad()

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..tasks.text_domains import PAD
+PAD = 0  # the token id every token model reserves for padding; real tokens are 1..V-1
 
 
 @dataclass(frozen=True)

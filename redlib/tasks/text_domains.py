@@ -18,9 +18,9 @@ import torch
 from torch import Tensor
 
 from ..core.config import ParameterError
+from ..models.backbone import EMBEDDED, embedded_path
+from ..models.moe import PAD  # encoded batches pad with the models' padding id; token ids start at 1
 
-EMBEDDED = "embedded"
-PAD = 0  # the id of padding in every encoded batch; token ids start at 1
 GENERATOR_VERSION = 1  # bump when a template or slot list changes, so cached stages trained on old texts are not reused
 
 _WORDS = {
@@ -153,8 +153,6 @@ def generate(domain: str, n: int, seed: int, part: str = "train") -> list[str]:
 def tokenizer_path(name: str) -> Path:
     """'embedded' (the MiniLM backbone's own tokenizer) or a local tokenizer folder; one-line error otherwise."""
     if name == EMBEDDED:
-        from ..models.backbone import embedded_path
-
         return embedded_path()
     path = Path(name).expanduser()
     if not path.is_dir():
