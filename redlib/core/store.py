@@ -47,8 +47,9 @@ class Store:
     def __init__(self, root: str | os.PathLike | None = None):
         self.root = Path(root) if root is not None else cache_dir()
         self.seconds: dict[str, float] = {}  # wall seconds spent computing stages, by kind
-        self.events: list[dict[str, str]] = []  # {"kind", "event": loaded | computed | rebuilt, "why"} per stage
+        self.events: list[dict[str, str]] = []  # {"kind", "event": loaded | computed | rebuilt, "why", "entry"} per stage
         self._unusable: dict[Path, str] = {}  # entries found unusable in this session, and why
+        self._merged: set[str] = set()  # entries another process computed for this one (see `merge`)
 
     @property
     def hits(self) -> int:
@@ -105,7 +106,7 @@ class Store:
         """Load (kind, config) if stored, else compute, store and return it."""
         hit = self.load(kind, config)
         if hit is not None:
-            self._loaded(kind)
+            self._loaded(kind, config)
             return hit
         started = self._computing(kind, config)
         tensors, meta = compute()
@@ -122,7 +123,7 @@ class Store:
             state, meta = hit
             try:
                 model.load_state_dict(state)
-                self._loaded(kind)
+                self._loaded(kind, config)
                 return {**meta, "cached": True}
             except RuntimeError as err:
                 why = f"cache entry {self.path(kind, config)} does not fit the model ({err}); retraining"
@@ -134,12 +135,25 @@ class Store:
         self.save(kind, config, model.state_dict(), meta)
         return {**meta, "cached": False}
 
-    def _loaded(self, kind: str) -> None:
-        self.events.append({"kind": kind, "event": "loaded", "why": ""})
+    def merge(self, events: list[dict[str, str]], seconds: dict[str, float]) -> None:
+        """Record what a worker process did for this one: its events and compute seconds. Loading one of the
+        entries it computed here afterwards is not recorded again (each stage counts once)."""
+        self.events += events
+        self._merged |= {e["entry"] for e in events if e["event"] != "loaded"}
+        for kind, sec in seconds.items():
+            self.seconds[kind] = self.seconds.get(kind, 0.0) + sec
+
+    def _loaded(self, kind: str, config: dict[str, Any]) -> None:
+        entry = self.path(kind, config).name
+        if entry in self._merged:
+            self._merged.discard(entry)
+            return
+        self.events.append({"kind": kind, "event": "loaded", "why": "", "entry": entry})
 
     def _computing(self, kind: str, config: dict[str, Any]) -> float:
         why = self._unusable.pop(self.path(kind, config), "")
-        self.events.append({"kind": kind, "event": "rebuilt" if why else "computed", "why": why})
+        self.events.append({"kind": kind, "event": "rebuilt" if why else "computed", "why": why,
+                            "entry": self.path(kind, config).name})
         return time.perf_counter()
 
     def rebuilt(self) -> list[dict[str, str]]:

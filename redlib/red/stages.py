@@ -1,0 +1,336 @@
+"""The stages of one pipeline seed, each cached; the small stages can train side by side in worker processes.
+
+Stage 1 trains the encoder's top (and runs on the page's threads); every later stage trains a small module on
+stage 1's frozen features. Those small stages are *jobs* ("expert", i), ("router", None), ... whose inputs are
+stage 1's head and features and, for stage 4 and the gates, other jobs' results. `Stages.prefetch` trains the
+jobs of a wave that are not cached yet in `cfg.workers` spawned processes with the page's torch thread count
+(`core/parallel.py`); the page then loads them from the cache in its usual order, so its modules, tables, epochs
+and cache keys are those of a serial run, bit for bit (`tests/test_pipeline.py` checks it).
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+from dataclasses import asdict
+from typing import TYPE_CHECKING, Any, Callable
+
+import numpy as np
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from ..core import parallel
+from ..core.runtime import seed_everything
+from ..core.store import Store
+from ..core.train import TrainConfig, fit
+from ..models.combiners import ResidualMixture
+from ..models.experts import ScaledExpert
+from ..models.routers import Router
+from .encoders import Encoder
+
+if TYPE_CHECKING:
+    from .pipeline import RedConfig, TaskData
+
+PIPELINE_VERSION = 1  # bump when a stage's training code changes, so old cache entries are not reused
+# The cache kinds of the pipeline's stages (under a task's namespace, e.g. "task1/router"), and what each holds.
+STAGE_KINDS = {
+    "prefix": "frozen-prefix states (computed once)",
+    "stage1": "stage 1: encoder top + global head",
+    "features": "pooled features of every item",
+    "expert": "stage 2: classifier experts (oracle, uniform, MoE)",
+    "residual": "stage 2: RED residual experts",
+    "code": "stage 2: code-variant experts",
+    "router": "stage 3: router",
+    "gate": "stage 3: the softmax MoE's own gate",
+    "joint": "stage 4: residuals and router tuned jointly",
+    "head_all": "global head on all of train",
+    "code_gate": "stage 3: the released code's MoE gate over its logit experts",
+}
+Job = tuple[str, int | None]  # a small stage: (method name, domain index or None)
+
+
+class Base(nn.Module):
+    """Encoder + global head over item ids: logits = W_c h(ids), (B,) -> (B, C)."""
+
+    def __init__(self, encoder: Encoder, head: nn.Linear):
+        super().__init__()
+        self.encoder, self.head = encoder, head
+
+    def forward(self, idx: Tensor) -> Tensor:
+        return self.head(self.encoder(idx))
+
+
+class Joint(nn.Module):
+    """RED logits with its own router, so residuals and router train together (stage 4)."""
+
+    def __init__(self, red: ResidualMixture, router: Router):
+        super().__init__()
+        self.red, self.router = red, router
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.red.logits(h, self.router(h))  # (N, d) -> (N, C)
+
+
+def ce(model: nn.Module, batch) -> Tensor:
+    """Cross-entropy of model(x) against y, batch = (x, y)."""
+    x, y = batch
+    return F.cross_entropy(model(x), y)
+
+
+def moe_gate_loss(gate: Router, batch) -> Tensor:
+    """-log sum_i alpha_i(h) p_i(y): the mixture's answer loss; batch = (h (B, d), log p_i(y) (B, K))."""
+    h, log_p_true = batch
+    return -(gate.logits(h).log_softmax(-1) + log_p_true).logsumexp(1).mean()
+
+
+def _fit_meta(res) -> dict:
+    return {"best_epoch": res.best_epoch, "epochs_run": len(res.history)}
+
+
+class _Probe(Exception):
+    """Raised instead of training while `Stages.cached` asks whether a job's entry exists."""
+
+    def __init__(self, path):
+        self.path = path
+
+
+class Stages:
+    """The stages of one seed, each loaded from the cache when already computed (see `pipeline`'s docstring)."""
+
+    def __init__(self, cfg: RedConfig, data: TaskData, encoder: Encoder | None, store: Store, seed: int,
+                 key: dict | None = None, dim: int | None = None):
+        self.cfg, self.data, self.encoder, self.store, self.seed = cfg, data, encoder, store, seed
+        self.seconds: dict[str, float] = {}
+        self.epochs: list[dict] = []
+        self.key = key or {"pipeline": PIPELINE_VERSION, **encoder.key(), "data": data.key}
+        self.dim = dim or encoder.dim
+        self.device = encoder.device if encoder is not None else torch.device("cpu")
+        self.head: nn.Linear | None = None  # W_c, set by `base`
+        self.feats: dict[str, Tensor] = {}  # split -> (N, d), set by `features`
+        self.done: dict[Job, nn.Module] = {}  # jobs got so far
+        self._worker_seconds: dict[Job, float] = {}  # compute seconds of jobs a worker trained
+        self._borrowed = 0.0
+        self._probing = False
+
+    def kind(self, name: str) -> str:
+        assert name in STAGE_KINDS, name
+        return f"{self.data.namespace}/{name}"
+
+    def timed(self, label: str, fn: Callable[[], Any]):
+        """fn(), its seconds recorded under `label` (with the compute seconds of jobs that workers trained for it)."""
+        t0, self._borrowed = time.time(), 0.0
+        out = fn()
+        self.seconds[label] = time.time() - t0 + self._borrowed
+        return out
+
+    def base(self) -> nn.Linear:
+        """Stage 1: the encoder's trainable part and W_c on a fraction of train; then both are frozen."""
+        cfg, data, enc = self.cfg, self.data, self.encoder
+        seed_everything(self.seed)
+        enc.reset()
+        head = nn.Linear(enc.dim, data.n_classes).to(enc.device)
+        tc = cfg.fit_config(self.seed, "stage 1: encoder top + head", cfg.lr, cfg.backbone_epochs)
+        # every later stage trains on what stage 1 made: from here on, each key carries stage 1's settings
+        self.key = {**self.key, "fraction": cfg.backbone_fraction, "train": asdict(tc)}
+        model = Base(enc, head)
+
+        def train(_: nn.Module) -> dict:
+            pick = cfg.base_rows(data.labels["train"], self.seed)
+            tr = (data.ids["train"][pick], data.labels["train"][pick])
+            # validation repeats few distinct items: score each once (an item's class is fixed)
+            val_ids, first = np.unique(data.ids["val"].numpy(), return_index=True)
+            return _fit_meta(fit(model, ce, tr, (torch.as_tensor(val_ids), data.labels["val"][first]), tc))
+
+        meta = self.store.module(self.kind("stage1"), self.key, nn.ModuleDict({"top": enc.trainable(), "head": head}),
+                                 train)
+        self._epochs("stage 1", meta, tc)
+        enc.eval()
+        self.head = head.requires_grad_(False)
+        return self.head
+
+    def features(self) -> dict[str, Tensor]:
+        """Features of every item with the fixed encoder, gathered per split: split -> (N, d)."""
+        h_all = _features(self.store, self.kind("features"), self.key, self.encoder).to(self.device)  # (n_items, d)
+        self.feats = {k: h_all[v] for k, v in self.data.ids.items()}
+        return self.feats
+
+    def train(self, name: str, label: str, model: nn.Module, loss, targets: dict[str, Tensor],
+              sel: dict[str, Tensor] | None = None, feats: dict[str, Tensor] | None = None, **extra) -> nn.Module:
+        """Train a small module on features (the rows `sel` of each split, or all) unless cached; then freeze it."""
+        feats = feats if feats is not None else self.feats
+        tc = self.cfg.fit_config(self.seed, label, self.cfg.head_lr)
+        key = {**self.key, "module": label, "train2": asdict(tc), **extra}
+        if self._probing:
+            raise _Probe(self.store.path(self.kind(name), key))
+
+        def run(m: nn.Module) -> dict:
+            part = {k: (sel[k] if sel else slice(None)) for k in ("train", "val")}
+            return _fit_meta(fit(m, loss, (feats["train"][part["train"]], targets["train"][part["train"]]),
+                                 (feats["val"][part["val"]], targets["val"][part["val"]]), tc))
+
+        model.to(self.device)
+        self._epochs(label, self.store.module(self.kind(name), key, model, run), tc)
+        return model.requires_grad_(False).eval()
+
+    # ---- the small stages, as jobs: each seeds itself, so it trains the same in any process and order ----
+
+    def get(self, job: Job) -> nn.Module:
+        """A small stage's trained module (loaded when cached, or trained by a worker in `prefetch`), once per seed."""
+        if job not in self.done:
+            name, i = job
+            self.done[job] = getattr(self, name)(*(() if i is None else (i,)))
+            self._borrowed += self._worker_seconds.pop(job, 0.0)
+        return self.done[job]
+
+    def _domain_rows(self, i: int) -> dict[str, Tensor]:
+        return {k: self.data.domains[k] == i for k in ("train", "val")}
+
+    def _tag(self, i: int) -> str:
+        return self.data.domain_names[i].split()[0]
+
+    def expert(self, i: int) -> nn.Module:
+        """Stage 2's classifier expert E_i of domain i, trained alone on its domain."""
+        cfg = self.cfg
+        seed_everything(self.seed * 100 + i)
+        return self.train("expert", f"expert {self._tag(i)}", cfg.expert(self.dim, self.data.n_classes), ce,
+                          self.data.labels, self._domain_rows(i), hidden=cfg.expert_hidden)
+
+    def residual(self, i: int) -> nn.Module:
+        """Stage 2's RED residual of domain i: Delta h_i trained alone on its domain through the frozen W_c."""
+        head = self.head
+
+        def red_loss(m: nn.Module, b) -> Tensor:
+            return F.cross_entropy(head(b[0] + m(b[0])), b[1])  # W_c (h + Delta h_i)
+
+        seed_everything(self.seed * 100 + i)
+        return self.train("residual", f"residual {self._tag(i)}", self.cfg.residual(self.dim), red_loss,
+                          self.data.labels, self._domain_rows(i), rank=self.cfg.rank(self.dim))
+
+    def code(self, i: int) -> nn.Module:
+        """Stage 2's released-code expert of domain i: logits W_c h + s B_i A_i h, trained alone on its domain."""
+        cfg, head = self.cfg, self.head
+
+        def code_loss(m: nn.Module, b) -> Tensor:
+            return F.cross_entropy(head(b[0]) + cfg.code_scale * m(b[0]), b[1])  # W_c h + s B_i A_i h
+
+        seed_everything(self.seed * 100 + i)
+        return self.train("code", f"code {self._tag(i)}", cfg.code_expert(self.dim, self.data.n_classes), code_loss,
+                          self.data.labels, self._domain_rows(i), rank=cfg.rank(self.dim), scale=cfg.code_scale)
+
+    def router(self, domains: int | None = None) -> Router:
+        """Stage 3's router on the domain labels; with `domains` = k, a router over the first k domains only, trained
+        on their samples (a system deployed before the later domains' experts existed)."""
+        cfg, K = self.cfg, self.data.n_domains
+        seed_everything(self.seed)
+        loss = lambda m, b: F.cross_entropy(m.logits(b[0]), b[1])  # noqa: E731
+        if domains is None or domains == K:
+            return self.train("router", "router", cfg.router(self.dim, K), loss, self.data.domains,
+                              hidden=cfg.router_hidden)
+        sel = {k: self.data.domains[k] < domains for k in ("train", "val")}
+        return self.train("router", f"router over {domains} domains", cfg.router(self.dim, domains), loss,
+                          self.data.domains, sel, hidden=cfg.router_hidden, domains=domains)
+
+    def joint(self) -> Joint:
+        """Stage 4: copies of the residuals and the router tuned together on the answer loss."""
+        K, cfg = self.data.n_domains, self.cfg
+        residuals = [copy.deepcopy(self.get(("residual", i))).requires_grad_(True) for i in range(K)]
+        router = copy.deepcopy(self.get(("router", None))).requires_grad_(True)
+        # a router of another width fails to load from the cache and is retrained
+        return self.train("joint", "joint stage 4", Joint(ResidualMixture(residuals, self.head), router), ce,
+                          self.data.labels, rank=cfg.rank(self.dim), from_router=True)
+
+    def _moe_gate(self, kind: str, label: str, members: list[nn.Module], **extra) -> Router:
+        """A softmax gate over frozen experts, trained on the mixture's answer loss (`moe_gate_loss`)."""
+        labels, feats = self.data.labels, self.feats
+        if self._probing:  # the key does not depend on the members' outputs
+            true = {}
+        else:  # log softmax(member(h))_y of each frozen expert at the true class, (N, K): all the gate's loss needs
+            with torch.no_grad():
+                true = {k: torch.stack([m(feats[k]).log_softmax(-1).gather(1, labels[k][:, None].to(feats[k].device))[:, 0]
+                                        for m in members], 1) for k in ("train", "val")}
+        seed_everything(self.seed)
+        return self.train(kind, label, self.cfg.router(self.dim, self.data.n_domains), moe_gate_loss, true, **extra)
+
+    def gate(self) -> Router:
+        """Stage 3's softmax-MoE gate over the classifier experts (the paper's 4.3.4)."""
+        experts = [self.get(("expert", i)) for i in range(self.data.n_domains)]
+        return self._moe_gate("gate", "moe gate", experts, hidden=self.cfg.router_hidden,
+                              experts_hidden=self.cfg.expert_hidden)
+
+    def code_gate(self) -> Router:
+        """The released code's MoE: a gate over its logit experts' own answers s B_i A_i h (without W_c h)."""
+        cfg = self.cfg
+        scaled = [ScaledExpert(self.get(("code", i)), cfg.code_scale) for i in range(self.data.n_domains)]
+        return self._moe_gate("code_gate", "code moe gate", scaled, hidden=cfg.router_hidden, rank=cfg.rank(self.dim),
+                              scale=cfg.code_scale)
+
+    def head_all(self) -> nn.Linear:
+        """A global head W: d -> C trained on all of train (stage 1's head saw a fraction)."""
+        seed_everything(self.seed)
+        return self.train("head_all", "global head all train", nn.Linear(self.dim, self.data.n_classes), ce,
+                          self.data.labels)
+
+    def _epochs(self, label: str, meta: dict, tc: TrainConfig) -> None:
+        self.epochs.append({"stage": label, "epochs run": meta.get("epochs_run"), "best epoch": meta.get("best_epoch"),
+                            "max epochs": tc.max_epochs, "patience": tc.patience})
+
+    # ---- training jobs in worker processes ----
+
+    def cached(self, job: Job) -> bool:
+        """Whether the job's cache entry exists (nothing is trained to find out)."""
+        self._probing = True
+        try:
+            getattr(self, job[0])(*(() if job[1] is None else (job[1],)))
+        except _Probe as probe:
+            return probe.path.exists()
+        finally:
+            self._probing = False
+        raise AssertionError(f"job {job} trains nothing")
+
+    def prefetch(self, jobs: list[Job]) -> None:
+        """Train the jobs that are not cached in `cfg.workers` worker processes (on CPU, workers > 1), side by side;
+        `get` then loads them. Their dependencies must be cached (an earlier wave)."""
+        workers = getattr(self.cfg, "workers", 1)
+        if workers <= 1 or self.device.type != "cpu":
+            return
+        todo = [j for j in jobs if not self.cached(j)]
+        if not todo:
+            return
+        context = {"cfg": self.cfg, "data": self.data, "seed": self.seed, "key": self.key, "dim": self.dim,
+                   "head": self.head, "root": str(self.store.root)}
+        seconds = parallel.map_pieces(_train_job, context, todo, self.store, workers, desc=f"seed {self.seed}: stages")
+        self._worker_seconds.update(zip(todo, seconds))
+
+
+_FEATURES: dict[str, Tensor] = {}  # in a worker: the last features loaded, by cache entry
+
+
+def _features(store: Store, kind: str, key: dict, encoder: Encoder | None) -> Tensor:
+    """Every item's features (n_items, d) from the cache, computed with `encoder` when missing (a worker has none)."""
+    def compute() -> tuple[dict[str, Tensor], dict]:
+        if encoder is None:
+            raise RuntimeError(f"worker: the features {store.path(kind, key)} are not cached")
+        return {"h": encoder.features()}, {}
+
+    if encoder is None and str(store.path(kind, key)) in _FEATURES:
+        return _FEATURES[str(store.path(kind, key))]
+    h = store.tensors(kind, key, compute)[0]["h"]
+    if encoder is None:
+        _FEATURES.clear()
+        _FEATURES[str(store.path(kind, key))] = h
+    return h
+
+
+def _train_job(context: dict, job: Job, store: Store) -> float:
+    """In a worker: train (or load) one small stage into the shared cache; its compute seconds. The store keeps only
+    the job's own event (loading its inputs is not one)."""
+    st = Stages(context["cfg"], context["data"], None, store, context["seed"], context["key"], context["dim"])
+    st.head = context["head"].requires_grad_(False)
+    st.features()
+    st.store.events.clear()  # loading the features and the job's dependencies is not this job's event
+    st.store.seconds.clear()
+    name, i = job
+    getattr(st, name)(*(() if i is None else (i,)))  # dependencies load first; the job's own entry comes last
+    st.store.events[:-1] = []
+    return sum(st.store.seconds.values())
