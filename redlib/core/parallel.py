@@ -13,7 +13,7 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
 
@@ -56,28 +56,42 @@ def _close() -> None:
     _POOL.clear()
 
 
-def map_pieces(fn: PieceFn, cfg: Any, pieces: list[Any], store: Store, workers: int, desc: str = "runs") -> list[Any]:
+def map_pieces(fn: PieceFn, cfg: Any, pieces: list[Any], store: Store, workers: int, desc: str = "runs",
+               after: dict[Any, list[Any]] | None = None) -> list[Any]:
     """[fn(cfg, piece, store) for piece in pieces], in `workers` worker processes (with this process's torch thread
-    count) when workers > 1, in this process otherwise. Pieces start in the order given (put the longest first); the results come back in that order, and
-    the workers' cache events and compute seconds are merged into `store`."""
+    count) when workers > 1, in this process otherwise. A piece starts once the pieces it comes `after` are done;
+    among those ready, the first in `pieces` starts first (put the longest chains first). The results come back
+    in the order of `pieces`, and the workers' cache events and compute seconds are merged into `store`."""
+    after = after or {}
     bar = tqdm(total=len(pieces), desc=desc, disable=not progress_enabled(), leave=False)
-    outs = []
     if workers <= 1 or len(pieces) == 1:
-        for p in pieces:
+        outs = []
+        for p in pieces:  # `pieces` respects `after` (a dependency comes first)
             outs.append(fn(cfg, p, store))
             bar.update()
         bar.close()
         return outs
+    done: dict[int, Any] = {}
+    running: dict[Future, int] = {}
+    waiting = list(range(len(pieces)))
+    ready = lambda i: all(pieces.index(d) in done for d in after.get(pieces[i], []) if d in pieces)  # noqa: E731
     try:
-        futures = [pool(workers, torch.get_num_threads()).submit(_worker, fn, cfg, p, str(store.root)) for p in pieces]
-        for f in futures:
-            out, events, seconds = f.result()
-            store.merge(events, seconds)
-            outs.append(out)
-            bar.update()
+        executor = pool(workers, torch.get_num_threads())
+        while waiting or running:
+            for i in [i for i in waiting if ready(i)][: workers - len(running)]:
+                waiting.remove(i)
+                running[executor.submit(_worker, fn, cfg, pieces[i], str(store.root))] = i
+            if not running:
+                raise ValueError(f"map_pieces: the pieces {[pieces[i] for i in waiting]} wait on each other")
+            finished, _ = wait(running, return_when=FIRST_COMPLETED)
+            for f in finished:
+                out, events, seconds = f.result()
+                store.merge(events, seconds)
+                done[running.pop(f)] = out
+                bar.update()
     except BrokenProcessPool:
         _POOL.clear()  # a worker died (out of memory, killed): the next call starts a fresh pool
         raise
     finally:
         bar.close()
-    return outs
+    return [done[i] for i in range(len(pieces))]

@@ -155,17 +155,20 @@ def subsample(n: int, fraction: float, seed: int) -> Tensor:
 
 def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int) -> RedRun:
     """All stages for one seed (each loaded from the cache when already computed), as a run record. The small
-    stages of a wave train side by side in `cfg.workers` processes; the page then loads them in this order."""
+    stages train side by side in `cfg.workers` processes; the page then loads them in this order."""
     st = Stages(cfg, data, encoder, store, seed)
     head = st.timed("stage 1 (encoder + global head)", st.base)
     feats = st.timed("pooled features", st.features)
     K = data.n_domains
     stage2 = [(name, i) for i in range(K) for name in ("expert", "residual", "code")]
-    st.prefetch(stage2 + [("router", None)])
+    every = lambda name: [(name, i) for i in range(K)]  # noqa: E731
+    # with workers, stage 4 (the longest) starts as soon as its inputs are done and the rest fills in around it
+    after = {("joint", None): every("residual") + [("router", None)], ("gate", None): every("expert"),
+             ("code_gate", None): every("code")}
+    st.prefetch([("router", None), *every("residual"), ("joint", None), *every("expert"), ("gate", None), *every("code"),
+                 *([("code_gate", None)] if cfg.CODE_MOE else []), ("head_all", None)], after)
     st.timed(f"stage 2 ({3 * K} experts)", lambda: [st.get(job) for job in stage2])
     router_ = st.timed("stage 3 (router)", lambda: st.get(("router", None)))
-    # stage 4 takes longest: it starts first, the gates and the head on all of train fill the other worker
-    st.prefetch([("joint", None), ("gate", None), ("head_all", None)] + ([("code_gate", None)] if cfg.CODE_MOE else []))
     joint_ = st.timed("stage 4 (joint tuning)", lambda: st.get(("joint", None)))
     gate_ = st.timed("stage 3 (MoE gate)", lambda: st.get(("gate", None)))
     head_all_ = st.timed("global head on all of train", lambda: st.get(("head_all", None)))

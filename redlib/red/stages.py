@@ -3,9 +3,9 @@
 Stage 1 trains the encoder's top (and runs on the page's threads); every later stage trains a small module on
 stage 1's frozen features. Those small stages are *jobs* ("expert", i), ("router", None), ... whose inputs are
 stage 1's head and features and, for stage 4 and the gates, other jobs' results. `Stages.prefetch` trains the
-jobs of a wave that are not cached yet in `cfg.workers` spawned processes with the page's torch thread count
-(`core/parallel.py`); the page then loads them from the cache in its usual order, so its modules, tables, epochs
-and cache keys are those of a serial run, bit for bit (`tests/test_pipeline.py` checks it).
+jobs that are not cached yet in `cfg.workers` spawned processes with the page's torch thread count, each once
+its inputs are done (`core/parallel.py`); the page then loads them from the cache in its usual order, so its
+modules, tables, epochs and cache keys are those of a serial run, bit for bit (`tests/test_pipeline.py`).
 """
 
 from __future__ import annotations
@@ -177,6 +177,8 @@ class Stages:
 
     def get(self, job: Job) -> nn.Module:
         """A small stage's trained module (loaded when cached, or trained by a worker in `prefetch`), once per seed."""
+        if self._probing and job not in self.done:
+            return nn.Module()  # a stand-in input: a job's cache key never depends on its inputs' weights
         if job not in self.done:
             name, i = job
             self.done[job] = getattr(self, name)(*(() if i is None else (i,)))
@@ -288,9 +290,9 @@ class Stages:
             self._probing = False
         raise AssertionError(f"job {job} trains nothing")
 
-    def prefetch(self, jobs: list[Job]) -> None:
-        """Train the jobs that are not cached in `cfg.workers` worker processes (on CPU, workers > 1), side by side;
-        `get` then loads them. Their dependencies must be cached (an earlier wave)."""
+    def prefetch(self, jobs: list[Job], after: dict[Job, list[Job]]) -> None:
+        """Train the jobs that are not cached in `cfg.workers` worker processes (on CPU, workers > 1), side by side,
+        each once the jobs it comes `after` are done, the first ready in `jobs` first; `get` then loads them."""
         workers = getattr(self.cfg, "workers", 1)
         if workers <= 1 or self.device.type != "cpu":
             return
@@ -299,7 +301,7 @@ class Stages:
             return
         context = {"cfg": self.cfg, "data": self.data, "seed": self.seed, "key": self.key, "dim": self.dim,
                    "head": self.head, "root": str(self.store.root)}
-        seconds = parallel.map_pieces(_train_job, context, todo, self.store, workers, desc=f"seed {self.seed}: stages")
+        seconds = parallel.map_pieces(_train_job, context, todo, self.store, workers, f"seed {self.seed}: stages", after)
         self._worker_seconds.update(zip(todo, seconds))
 
 
