@@ -162,11 +162,12 @@ def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed
     K = data.n_domains
     stage2 = [(name, i) for i in range(K) for name in ("expert", "residual", "code")]
     every = lambda name: [(name, i) for i in range(K)]  # noqa: E731
-    # with workers, stage 4 (the longest) starts as soon as its inputs are done and the rest fills in around it
+    # with workers, stage 4 (the longest) starts as soon as its inputs are done and the rest fills in around it,
+    # the short code experts last, so that neither worker idles long at the end
     after = {("joint", None): every("residual") + [("router", None)], ("gate", None): every("expert"),
              ("code_gate", None): every("code")}
-    st.prefetch([("router", None), *every("residual"), ("joint", None), *every("expert"), ("gate", None), *every("code"),
-                 *([("code_gate", None)] if cfg.CODE_MOE else []), ("head_all", None)], after)
+    st.prefetch([("router", None), *every("residual"), ("joint", None), *every("expert"), ("gate", None),
+                 ("head_all", None), *every("code"), *([("code_gate", None)] if cfg.CODE_MOE else [])], after)
     st.timed(f"stage 2 ({3 * K} experts)", lambda: [st.get(job) for job in stage2])
     router_ = st.timed("stage 3 (router)", lambda: st.get(("router", None)))
     joint_ = st.timed("stage 4 (joint tuning)", lambda: st.get(("joint", None)))
