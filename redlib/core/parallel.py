@@ -13,6 +13,7 @@ from __future__ import annotations
 import atexit
 import multiprocessing
 import os
+import signal
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
@@ -30,6 +31,9 @@ _POOL: dict[tuple[int, int], ProcessPoolExecutor] = {}  # (workers, threads) -> 
 def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)
     os.environ["REDLIB_PROGRESS"] = "0"  # one bar, the parent's
+    # an interrupt (Ctrl-C, or a kernel shut down by papermill) reaches the whole process group: a worker then
+    # ends quietly, where an idle one would print a KeyboardInterrupt traceback into the page's log
+    signal.signal(signal.SIGINT, lambda *_: os._exit(1))
 
 
 def _worker(fn: PieceFn, cfg: Any, piece: Any, root: str) -> tuple[Any, list[dict], dict[str, float]]:
@@ -52,7 +56,7 @@ def pool(workers: int, threads: int) -> ProcessPoolExecutor:
 @atexit.register
 def _close() -> None:
     for p in _POOL.values():
-        p.shutdown(cancel_futures=True)
+        p.shutdown(wait=False, cancel_futures=True)
     _POOL.clear()
 
 
@@ -89,8 +93,8 @@ def map_pieces(fn: PieceFn, cfg: Any, pieces: list[Any], store: Store, workers: 
                 store.merge(events, seconds)
                 done[running.pop(f)] = out
                 bar.update()
-    except BrokenProcessPool:
-        _POOL.clear()  # a worker died (out of memory, killed): the next call starts a fresh pool
+    except (BrokenProcessPool, KeyboardInterrupt):
+        _close()  # a worker died (out of memory, interrupted): the next call starts a fresh pool
         raise
     finally:
         bar.close()
