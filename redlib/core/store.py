@@ -151,9 +151,9 @@ class Store:
         self.events.append({"kind": kind, "event": "loaded", "why": "", "entry": entry})
 
     def _computing(self, kind: str, config: dict[str, Any]) -> float:
-        why = self._unusable.pop(self.path(kind, config), "")
-        self.events.append({"kind": kind, "event": "rebuilt" if why else "computed", "why": why,
-                            "entry": self.path(kind, config).name})
+        path = self.path(kind, config)
+        why = self._unusable.pop(path, "")
+        self.events.append({"kind": kind, "event": "rebuilt" if why else "computed", "why": why, "entry": path.name})
         return time.perf_counter()
 
     def rebuilt(self) -> list[dict[str, str]]:

@@ -156,10 +156,9 @@ class Stages:
         return self.feats
 
     def train(self, name: str, label: str, model: nn.Module, loss, targets: dict[str, Tensor],
-              sel: dict[str, Tensor] | None = None, feats: dict[str, Tensor] | None = None, **extra) -> nn.Module:
+              sel: dict[str, Tensor] | None = None, **extra) -> nn.Module:
         """Train a small module on features (the rows `sel` of each split, or all) unless cached; then freeze it."""
-        feats = feats if feats is not None else self.feats
-        tc = self.cfg.fit_config(self.seed, label, self.cfg.head_lr)
+        feats, tc = self.feats, self.cfg.fit_config(self.seed, label, self.cfg.head_lr)
         key = {**self.key, "module": label, "train2": asdict(tc), **extra}
         if self._probing:
             raise _Probe(self.store.path(self.kind(name), key))
@@ -180,10 +179,13 @@ class Stages:
         if self._probing and job not in self.done:
             return nn.Module()  # a stand-in input: a job's cache key never depends on its inputs' weights
         if job not in self.done:
-            name, i = job
-            self.done[job] = getattr(self, name)(*(() if i is None else (i,)))
+            self.done[job] = self._run(job)
             self._borrowed += self._worker_seconds.pop(job, 0.0)
         return self.done[job]
+
+    def _run(self, job: Job) -> nn.Module:
+        name, i = job
+        return getattr(self, name)(*(() if i is None else (i,)))
 
     def _domain_rows(self, i: int) -> dict[str, Tensor]:
         return {k: self.data.domains[k] == i for k in ("train", "val")}
@@ -283,7 +285,7 @@ class Stages:
         """Whether the job's cache entry exists (nothing is trained to find out)."""
         self._probing = True
         try:
-            getattr(self, job[0])(*(() if job[1] is None else (job[1],)))
+            self._run(job)
         except _Probe as probe:
             return probe.path.exists()
         finally:
@@ -293,7 +295,7 @@ class Stages:
     def prefetch(self, jobs: list[Job], after: dict[Job, list[Job]]) -> None:
         """Train the jobs that are not cached in `cfg.workers` worker processes (on CPU, workers > 1), side by side,
         each once the jobs it comes `after` are done, the first ready in `jobs` first; `get` then loads them."""
-        workers = getattr(self.cfg, "workers", 1)
+        workers = self.cfg.workers
         if workers <= 1 or self.device.type != "cpu":
             return
         todo = [j for j in jobs if not self.cached(j)]
@@ -310,17 +312,19 @@ _FEATURES: dict[str, Tensor] = {}  # in a worker: the last features loaded, by c
 
 def _features(store: Store, kind: str, key: dict, encoder: Encoder | None) -> Tensor:
     """Every item's features (n_items, d) from the cache, computed with `encoder` when missing (a worker has none)."""
+    path = str(store.path(kind, key))
+
     def compute() -> tuple[dict[str, Tensor], dict]:
         if encoder is None:
-            raise RuntimeError(f"worker: the features {store.path(kind, key)} are not cached")
+            raise RuntimeError(f"worker: the features {path} are not cached")
         return {"h": encoder.features()}, {}
 
-    if encoder is None and str(store.path(kind, key)) in _FEATURES:
-        return _FEATURES[str(store.path(kind, key))]
+    if encoder is None and path in _FEATURES:
+        return _FEATURES[path]
     h = store.tensors(kind, key, compute)[0]["h"]
     if encoder is None:
         _FEATURES.clear()
-        _FEATURES[str(store.path(kind, key))] = h
+        _FEATURES[path] = h
     return h
 
 
@@ -330,9 +334,6 @@ def _train_job(context: dict, job: Job, store: Store) -> float:
     st = Stages(context["cfg"], context["data"], None, store, context["seed"], context["key"], context["dim"])
     st.head = context["head"].requires_grad_(False)
     st.features()
-    st.store.events.clear()  # loading the features and the job's dependencies is not this job's event
-    st.store.seconds.clear()
-    name, i = job
-    getattr(st, name)(*(() if i is None else (i,)))  # dependencies load first; the job's own entry comes last
-    st.store.events[:-1] = []
+    st._run(job)  # the features and the job's inputs load first; the job's own entry comes last
+    st.store.events[:-1] = []  # loading its inputs is not this job's event
     return sum(st.store.seconds.values())
