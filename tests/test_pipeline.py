@@ -11,7 +11,7 @@ from redlib.core.store import Store
 from redlib.models.combiners import ProbMixture
 from redlib.red import methods
 from redlib.red.encoders import FixedFeatures
-from redlib.red.pipeline import STAGE_KINDS, RedConfig, TaskData, run_red
+from redlib.red.pipeline import STAGE_KINDS, RedConfig, TaskData, retrain_experts, retrain_residuals, run_red
 
 K, C, D = 3, 6, 16  # domains, classes, feature size
 
@@ -150,8 +150,8 @@ def test_subsample_picks_a_reproducible_fraction_of_distinct_rows():
 
 
 def test_small_stages_trained_in_worker_processes_match_a_serial_run_bit_for_bit(run, tmp_path):
-    """workers=2 trains stages 2-4 in spawned one-thread processes; every module, epoch and table is the serial
-    run's, and each stage is counted once in the provenance (computed by a worker, then loaded here)."""
+    """workers=2 trains stages 2-4 (and the retrain helpers' stage 2) in spawned processes; every module, epoch and
+    table is the serial run's, and each stage is counted once in the provenance (computed by a worker, then loaded)."""
     from dataclasses import replace
 
     from redlib.core.store import state_equal
@@ -174,3 +174,9 @@ def test_small_stages_trained_in_worker_processes_match_a_serial_run_bit_for_bit
     again = Store(store.root)  # a re-run loads everything here, starting no worker
     run_red(replace(cfg, workers=1), data, enc, again, seed=0)
     assert again.misses == 0 and again.hits == len(kinds)
+    # the retrain helpers (robustness, the decomposer's learning-rate check) use the workers too, with the same bits
+    alone = Store(tmp_path / "alone")
+    for retrain in (retrain_residuals, retrain_experts):
+        two, epochs_two = retrain(cfg, par, enc, store, seed=7)
+        one, epochs_one = retrain(replace(cfg, workers=1), serial, enc, alone, seed=7)
+        assert len(two) == K and all(state_equal(a, b) for a, b in zip(two, one)) and epochs_two == epochs_one

@@ -183,15 +183,13 @@ def retrain_residuals(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Stor
     """A finished run's RED residuals trained again under `cfg` (another head_lr or rank, say) or with another
     `seed`, on the run's stage 1 (it must be the same, and loads from the cache); each cached like stage 2; with
     their epochs."""
-    st = _restart(cfg, run, encoder, store, seed)
-    return [st.residual(i) for i in range(run.data.n_domains)], st.epochs[1:]
+    return _retrain(cfg, run, encoder, store, seed, "residual")
 
 
 def retrain_experts(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store,
                     seed: int | None = None) -> tuple[list[nn.Module], list[dict]]:
     """A finished run's classifier experts E_i trained again under `cfg` or with another `seed` (as `retrain_residuals`)."""
-    st = _restart(cfg, run, encoder, store, seed)
-    return [st.expert(i) for i in range(run.data.n_domains)], st.epochs[1:]
+    return _retrain(cfg, run, encoder, store, seed, "expert")
 
 
 def router_over(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, domains: int) -> Router:
@@ -199,6 +197,15 @@ def router_over(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, dom
     if not 1 <= domains <= run.data.n_domains:
         raise ValueError(f"router_over: domains must be in [1, {run.data.n_domains}], got {domains}")
     return _restart(cfg, run, encoder, store, None).router(domains)
+
+
+def _retrain(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, seed: int | None,
+             name: str) -> tuple[list[nn.Module], list[dict]]:
+    """Every domain's stage-2 module `name` trained again (side by side in `cfg.workers` processes), with epochs."""
+    st = _restart(cfg, run, encoder, store, seed)
+    jobs = [(name, i) for i in range(run.data.n_domains)]
+    st.prefetch(jobs, {})
+    return [st.get(job) for job in jobs], st.epochs[1:]
 
 
 def _restart(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, seed: int | None) -> Stages:
