@@ -39,10 +39,12 @@ notebooks: $(STAMP)
 	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg tests/nbval/*.ipynb
 
 ## make nbval-reference: after a change meant to move numbers, execute the smoke notebooks and commit them as nbval's reference
-## (from an empty stage cache, as a fresh clone's `make test` runs them: stages cached under other conditions stay out)
+## (from an empty stage cache, as a fresh clone's `make test` runs them: stages cached under other conditions stay out);
+## the smoke pages also read the committed bench (results/bench/), so its digests are kept beside them
 nbval-reference: $(STAMP)
 	cache=$$(mktemp -d) && REDLIB_CACHE=$$cache $(PY) -m redlib book --profile smoke && rm -rf $$cache
 	mkdir -p tests/nbval && rm -f tests/nbval/*.ipynb && cp _build/smoke/book/*.ipynb tests/nbval/
+	sha256sum results/bench/bench.json results/bench/history.jsonl > tests/nbval/bench.sha256
 
 ## make bench: speed and memory of the pipeline on this machine (long: it runs the full profile cold)
 ## make bench BENCH_ARGS="--notebooks task1_addition": re-time one page and update its entry

@@ -1,5 +1,6 @@
 """nbval's committed reference (tests/nbval/): one smoke-executed notebook per page, current, with compared cells."""
 
+import hashlib
 import json
 
 import jupytext
@@ -33,3 +34,12 @@ def test_the_reference_runs_the_notebooks_code_of_today(name):
     ours = code_cells(json.loads(jupytext.writes(jupytext.read(project_root() / "notebooks" / f"{name}.py"), "ipynb")))
     ref = code_cells(json.loads((REFERENCE / f"{name}.ipynb").read_text()))
     assert ref == ours, f"tests/nbval/{name}.ipynb is older than notebooks/{name}.py: run `make nbval-reference`"
+
+
+def test_the_reference_was_made_from_the_committed_bench():
+    """The smoke pages read the committed bench (the ledger's time claims, the Speed page): a bench run that changes
+    results/bench/ needs a new reference, or nbval fails minutes into `make test`."""
+    recorded = dict(reversed(line.split()) for line in (REFERENCE / "bench.sha256").read_text().splitlines())
+    for path, digest in recorded.items():
+        now = hashlib.sha256((project_root() / path).read_bytes()).hexdigest()
+        assert now == digest, f"{path} changed since tests/nbval/ was made: run `make nbval-reference`"
