@@ -4,7 +4,6 @@ import pytest
 
 from redlib.bench import report
 from redlib.core.runtime import project_root
-from redlib.red.pipeline import STAGE_KINDS
 
 BENCH = project_root() / "results" / "bench"
 
@@ -46,7 +45,7 @@ def test_stage_kinds_come_from_the_pipelines_list(bench):
     slowest, wall, by_kind = report.stage_kinds(bench)
     assert slowest in bench["notebooks"]["full"]["per_notebook"] and wall > 0
     assert len(by_kind) and (by_kind["what"] != "").all()
-    assert {k.rpartition("/")[2] for k in by_kind["stage kind"]} <= set(STAGE_KINDS) | set(report.PAGE_KINDS)
+    assert {k.rpartition("/")[2] for k in by_kind["stage kind"]} <= set(report.STAGE_WHAT)
     # the small stages train in `workers` processes beside the page: their seconds overlap, never beyond that
     workers = (bench["notebooks"]["full"]["per_notebook"][slowest].get("parameters") or {}).get("workers", 1)
     assert by_kind["seconds"].sum() <= wall * workers
@@ -54,7 +53,7 @@ def test_stage_kinds_come_from_the_pipelines_list(bench):
 
 def test_every_timed_stage_kind_is_described(bench):
     """Whichever page is the slowest, the Speed page can say what each of its stage kinds holds."""
-    known = set(STAGE_KINDS) | set(report.PAGE_KINDS)
+    known = set(report.STAGE_WHAT)
     for profile in bench["notebooks"].values():
         for name, entry in profile["per_notebook"].items():
             assert {k.rpartition("/")[2] for k in entry.get("stage_seconds") or {}} <= known, name

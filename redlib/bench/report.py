@@ -11,17 +11,11 @@ import pandas as pd
 
 from ..book.pages import BUDGETS, config_for
 from ..core.config import ParameterError
+from ..experiments import decomposition, routing, toy
 from ..red.pipeline import STAGE_KINDS
 
-# Stages that pages train outside the RED pipeline (kind "<task>/<stage>"), and what each holds.
-PAGE_KINDS = {
-    "decomposer": "the step decomposer (a tagger over the backbone's token states)",
-    "linear_base": "toy: the shared linear base", "linear": "toy: linear experts", "mlp": "toy: MLP experts",
-    "residual_exact": "toy: residual experts on the exact base", "residual_learned": "toy: residual experts on a learned base",
-    "code_expert": "routing: the pretrained code expert", "code_moe": "routing: the token MoE of experiment 1",
-    "digit_expert": "routing: the pretrained 0-or-7 expert", "digit_moe": "routing: the gated MoE of experiment 2",
-    "domain_expert": "routing: the pretrained domain experts", "domain_moe": "routing: the token MoE of experiment 3",
-}
+# What each cache kind holds (a kind is "<task>/<stage>"): the RED pipeline's stages and the pages' own.
+STAGE_WHAT = {**toy.STAGE_KINDS, **routing.STAGE_KINDS, **decomposition.STAGE_KINDS, **STAGE_KINDS}
 
 
 def load(path: Path) -> dict[str, Any] | None:
@@ -140,9 +134,7 @@ def stage_kinds(bench: dict) -> tuple[str, float, pd.DataFrame]:
     per_nb = bench["notebooks"][prof]["per_notebook"]
     slowest = max(per_nb, key=lambda k: per_nb[k]["wall_seconds"])
     wall, stage_s = per_nb[slowest]["wall_seconds"], per_nb[slowest].get("stage_seconds") or {}
-    # a kind is "<task>/<stage>"; the pipeline's fixed list (or the pages' own) says what each stage holds
-    what = lambda k: {**PAGE_KINDS, **STAGE_KINDS}.get(k.rpartition("/")[2], "")  # noqa: E731
-    return slowest, wall, pd.DataFrame([{"stage kind": k, "what": what(k),
+    return slowest, wall, pd.DataFrame([{"stage kind": k, "what": STAGE_WHAT.get(k.rpartition("/")[2], ""),
                                          "seconds": v, "share of notebook": f"{v / wall:.0%}"}
                                         for k, v in sorted(stage_s.items(), key=lambda kv: -kv[1])])
 

@@ -34,6 +34,8 @@ from .ranges import Setting
 from .task2 import MixedTaskConfig, spec_for
 
 NAMESPACE = "ops"
+# The cache kind of this page's own stage ("ops/<kind>"), and what it holds (the Speed page names it).
+STAGE_KINDS = {"decomposer": "the step decomposer (a tagger over the backbone's token states)"}
 # the executor's routings: the book's name -> the registered method over the op experts
 ROUTINGS = {"RED": "RED", "softmax MoE": "softmax MoE", "AllFix (equal weights)": "uniform averaging",
             "oracle experts": "oracle experts", "global head": "global head"}

@@ -27,6 +27,11 @@ from ..tasks import text_domains as td
 
 NAMESPACE = "routing"
 STAGE_VERSION = 1  # bump when a stage's training code changes, so old cache entries are not reused
+# The cache kinds of the routing stages ("routing/<kind>"), and what each holds (the Speed page names them).
+STAGE_KINDS = {"code_expert": "routing: the pretrained code expert", "code_moe": "routing: the token MoE of experiment 1",
+               "digit_expert": "routing: the pretrained 0-or-7 expert", "digit_moe": "routing: the gated MoE of experiment 2",
+               "domain_expert": "routing: the pretrained domain experts",
+               "domain_moe": "routing: the token MoE of experiment 3"}
 EMBEDDINGS = ("random", "average")
 PAPER_SIZES = {"code": {"d_model": 768, "layers": 2, "heads": 8, "ff": 3072},
                "domain": {"d_model": 256, "layers": 1, "heads": 4, "ff": 512}}
@@ -164,6 +169,7 @@ def _fit_stage(cfg: RoutingConfig, model: nn.Module, kind: str, key: dict, loss,
                tc: TrainConfig, store: Store) -> dict:
     """Fit `model` with `loss` (or load it from the stage cache for the same configuration); its metadata and key."""
     model.to(resolve_device(cfg.device))
+    assert kind in STAGE_KINDS, kind
     full = {"stage": STAGE_VERSION, "train": asdict(tc), **key}
     meta = store.module(f"{NAMESPACE}/{kind}", full, model, lambda m: _fit_meta(fit(m, loss, train, val, tc)))
     return {**meta, "key": full}
