@@ -99,3 +99,15 @@ def test_a_budget_timed_before_todays_profile_says_so():
     (row,) = report.page_budgets(bench)
     assert row["target"] == "cold full profile of mnist_label5 (timed before today's profile of mnist_label5)"
     assert row["met"] == "no" and row["gap"].startswith("missed by 5 min")
+
+
+def test_a_missed_budget_says_where_its_time_goes():
+    now = report.config_for("mnist_label5").from_params(profile="full").asdict()
+    timing = {"wall_seconds": 600.0, "parameters": now,
+              "stage_seconds": {"mnist/stage1": 300.0, "mnist/router": 60.0, "mnist/expert": 120.0}}
+    (row,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": timing}}}})
+    runs = now["n_seeds"]
+    assert row["met"] == "no" and row[report.WHERE] == (
+        f"mnist_label5: {runs} runs of {10 / runs:.1f} min, largest stages mnist/stage1 50%, mnist/expert 20%")
+    (met,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": {**timing, "wall_seconds": 60.0}}}}})
+    assert met["met"] == "yes" and met[report.WHERE] == ""

@@ -12,8 +12,10 @@ import pandas as pd
 from ..book.pages import BUDGETS, config_for
 from ..core.config import ParameterError
 from ..experiments import decomposition, routing, toy
+from ..red.cost import timed_runs
 from ..red.pipeline import STAGE_KINDS
 
+WHERE = "where the time goes"  # the targets table's column: a missed page budget's runs and largest stages
 # What each cache kind holds (a kind is "<task>/<stage>"): the RED pipeline's stages and the pages' own.
 STAGE_WHAT = {**toy.STAGE_KINDS, **routing.STAGE_KINDS, **decomposition.STAGE_KINDS, **STAGE_KINDS}
 
@@ -28,14 +30,17 @@ def span(t: dict) -> str:
     return f"{t['median']:.3f} ({t['min']:.3f}-{t['max']:.3f})"
 
 
-def target(what: str, measured: float, goal: float, higher_is_better: bool, unit: str, judged: bool = True) -> dict:
-    """Whether a number meets its target (or, when not judged, a reference point), and by how much it misses."""
+def target(what: str, measured: float, goal: float, higher_is_better: bool, unit: str, judged: bool = True,
+           cause: str = "") -> dict:
+    """Whether a number meets its target (or, when not judged, a reference point), by how much it misses, and where
+    the time of a miss goes (`cause`, when known)."""
     met = measured >= goal if higher_is_better else measured <= goal
-    gap = "" if met else f"missed by {abs(measured - goal):.2g} {unit} ({abs(measured - goal) / goal:.1%})"
+    gap = "" if met else f"missed by {abs(measured - goal):.3g} {unit} ({abs(measured - goal) / goal:.1%})"
     digits = 3 if abs(measured - goal) < 0.01 else 2  # enough digits to tell a near miss from a hit
     return {"target": what, "goal": f"{'>=' if higher_is_better else '<='} {goal} {unit}",
             "measured": f"{measured:.{digits}f} {unit}",
-            "met": ("yes" if met else "no") if judged else f"reference: {'yes' if met else 'no'}", "gap": gap}
+            "met": ("yes" if met else "no") if judged else f"reference: {'yes' if met else 'no'}", "gap": gap,
+            WHERE: "" if met else cause}
 
 
 def prefix_cache(bench: dict) -> pd.DataFrame:
@@ -124,8 +129,17 @@ def page_budgets(bench: dict) -> list[dict]:
         stale = [p for p in b.pages if current_profile(p, "full", per_nb[p].get("parameters")) != "yes"]
         what = f"cold full profile of {' + '.join(b.pages)}" + (
             f" (timed before today's profile of {', '.join(stale)})" if stale else "")
-        rows.append(target(what, sum(per_nb[p]["wall_seconds"] for p in b.pages) / 60, b.minutes, False, "min"))
+        rows.append(target(what, sum(per_nb[p]["wall_seconds"] for p in b.pages) / 60, b.minutes, False, "min",
+                           cause="; ".join(where_time_goes(p, per_nb[p]) for p in b.pages)))
     return rows
+
+
+def where_time_goes(page: str, timing: dict) -> str:
+    """A page's cold time in words: its runs (seeds x settings), minutes per run, and its two largest stage kinds."""
+    runs, wall = timed_runs(timing.get("parameters") or {}), timing["wall_seconds"]
+    top = sorted((timing.get("stage_seconds") or {}).items(), key=lambda kv: -kv[1])[:2]
+    stages = ", ".join(f"{k} {s / wall:.0%}" for k, s in top)
+    return f"{page}: {runs} run{'s' * (runs > 1)} of {wall / runs / 60:.1f} min" + (f", largest stages {stages}" if top else "")
 
 
 def stage_kinds(bench: dict) -> tuple[str, float, pd.DataFrame]:
@@ -160,7 +174,8 @@ def findings(bench: dict, tt: pd.DataFrame, hist: pd.DataFrame) -> list[str]:
     pc = bench.get("prefix_cache")
     steps_ratio = pc["pipeline_batch"] // pc["paper_batch"] if pc else 1
     lines = [f"- {len(judged) - len(missed)} of {len(judged)} targets met on this machine."]
-    lines += [f"- Missed: {t.target}: {t.measured} against {t.goal}, {t.gap}." for t in missed.itertuples()]
+    lines += [f"- Missed: {t['target']}: {t['measured']} against {t['goal']}, {t['gap']}."
+              + (f" Where the time goes: {t[WHERE]}." if t[WHERE] else "") for t in missed.to_dict("records")]
     lines += [f"- For reference only (not a target): {t.target}: {t.measured} against {t.goal}, {t.gap}; "
               f"with {steps_ratio}x as many steps per epoch, the work every step pays in both paths weighs more."
               for t in tt[tt["met"] == "reference: no"].itertuples()]

@@ -84,7 +84,7 @@ def stage_times(bench_path: Path | None = None) -> pd.DataFrame:
     path = bench_path or project_root() / "results" / "bench" / "bench.json"
     timed = json.loads(path.read_text()).get("notebooks", {}).get("full", {}).get("per_notebook", {}) if path.exists() else {}
     rows = [{"page": page, "stage": kind.split("/")[-1], "seconds": s, "peak_rss_mb": t.get("peak_rss_mb"),
-             "wall_seconds": t.get("wall_seconds"), "runs": _runs(t.get("parameters") or {}),
+             "wall_seconds": t.get("wall_seconds"), "runs": timed_runs(t.get("parameters") or {}),
              "git_commit": (t.get("git_commit") or "")[:7], "measured_at": t.get("measured_at", "")}
             for page, t in timed.items() for kind, s in (t.get("stage_seconds") or {}).items()]
     return pd.DataFrame(rows, columns=TIME_COLUMNS)
@@ -102,7 +102,7 @@ def time_table(times: pd.DataFrame) -> pd.DataFrame:
     return wide.join(info.assign(peak_gib=info.pop("peak_rss_mb") / 1024))
 
 
-def _runs(params: dict) -> int:
+def timed_runs(params: dict) -> int:
     """Seeds x settings a timed page ran (a range task's splits and digit variants), from its recorded parameters."""
     settings = [v for k in ("splits_reported", "digits_variant_on") for v in str(params.get(k) or "none").split(",")]
     return int(params.get("n_seeds") or 1) * max(1, sum(v != "none" for v in settings))
