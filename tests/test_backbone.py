@@ -48,3 +48,19 @@ def test_bad_backbone_paths_are_one_line_errors(tmp_path):
     with pytest.raises(ParameterError, match="does not exist") as err:
         cfg.preflight()  # ... the run's preflight does, before any kernel or training starts
     assert "\n" not in str(err.value)
+
+
+def test_the_text_encoder_holds_its_prefix_only_while_needed(tmp_path):
+    from redlib.core.store import Store
+    from redlib.red.encoders import TextEncoder
+
+    bb, store = Backbone("embedded", k_trainable=2), Store(tmp_path)
+    texts = ["What is 3 plus 4?", "What is 12 plus 30?", "What is 7 plus 7?"]
+    enc = TextEncoder(bb, texts, store, "t")
+    assert enc._prefix is None and store.events == []  # nothing computed before it is needed
+    h = enc.features()
+    first = enc.prefix.clone()
+    enc.release()
+    assert enc._prefix is None
+    assert torch.equal(enc.prefix, first) and torch.equal(enc.features(), h)  # loaded again from the cache, same bits
+    assert [e["event"] for e in store.events] == ["computed", "loaded"]

@@ -111,3 +111,16 @@ def test_a_missed_budget_says_where_its_time_goes():
         f"mnist_label5: {runs} runs of {10 / runs:.1f} min, largest stages mnist/stage1 50%, mnist/expert 20%")
     (met,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": {**timing, "wall_seconds": 60.0}}}}})
     assert met["met"] == "yes" and met[report.WHERE] == ""
+
+
+def test_a_budget_that_stage_1_alone_exceeds_says_so_with_its_size():
+    now = report.config_for("mnist_label5").from_params(profile="full").asdict()
+    budget = next(b.minutes for b in report.BUDGETS if b.pages == ("mnist_label5",))
+    timing = {"wall_seconds": 120.0 * budget, "parameters": now,
+              "stage_seconds": {"mnist/stage1": 90.0 * budget, "mnist/expert": 20.0 * budget}}
+    (row,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": timing}}}})
+    assert row["met"] == "no" and f"stage 1 alone, which trains in the page's process one run after another, takes " \
+        f"{1.5 * budget:.1f} min, more than the budget" in row[report.WHERE]
+    shorter = {**timing, "stage_seconds": {"mnist/stage1": 30.0 * budget, "mnist/expert": 20.0 * budget}}
+    (row,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": shorter}}}})
+    assert row["met"] == "no" and "stage 1 alone" not in row[report.WHERE]

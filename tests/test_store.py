@@ -91,3 +91,16 @@ def test_events_say_what_was_loaded_and_computed(tmp_path):
     store.module("toy/x", {"seed": 0}, nn.Linear(2, 1), trainer(calls))
     store.module("toy/x", {"seed": 0}, nn.Linear(2, 1), trainer(calls))
     assert [e["event"] for e in store.events] == ["computed", "loaded"] and store.rebuilt() == []
+
+
+def test_a_tensor_that_owns_its_storage_is_written_without_a_copy_and_views_are_copied(tmp_path):
+    from redlib.core.store import _writable
+
+    big, base = torch.randn(64, 8), torch.randn(10, 4)
+    out = _writable({"big": big, "view": base[2:5], "again": big})
+    assert out["big"].data_ptr() == big.data_ptr()  # a large cached prefix is not duplicated in memory
+    assert out["view"].data_ptr() != base.data_ptr() and out["again"].data_ptr() != big.data_ptr()
+    store = Store(tmp_path)
+    store.save("toy/t", {"k": 1}, {"big": big, "view": base[2:5], "again": big})
+    loaded, _ = store.load("toy/t", {"k": 1})
+    assert torch.equal(loaded["big"], big) and torch.equal(loaded["view"], base[2:5]) and torch.equal(loaded["again"], big)

@@ -129,9 +129,21 @@ def page_budgets(bench: dict) -> list[dict]:
         stale = [p for p in b.pages if current_profile(p, "full", per_nb[p].get("parameters")) != "yes"]
         what = f"cold full profile of {' + '.join(b.pages)}" + (
             f" (timed before today's profile of {', '.join(stale)})" if stale else "")
+        cause = "; ".join(where_time_goes(p, per_nb[p]) for p in b.pages)
+        serial = sum(serial_stage_seconds(per_nb[p]) for p in b.pages) / 60
+        if serial > b.minutes:
+            cause += (f"; stage 1 alone, which trains in the page's process one run after another, takes "
+                      f"{serial:.1f} min, more than the budget: only a lighter protocol (fewer runs, samples or "
+                      f"epochs) meets it")
         rows.append(target(what, sum(per_nb[p]["wall_seconds"] for p in b.pages) / 60, b.minutes, False, "min",
-                           cause="; ".join(where_time_goes(p, per_nb[p]) for p in b.pages)))
+                           cause=cause))
     return rows
+
+
+def serial_stage_seconds(timing: dict) -> float:
+    """Seconds a page spends in stage 1 (kind `<task>/stage1`): it trains the encoder in the page's own process,
+    one run after another, so no worker shortens it."""
+    return sum(s for k, s in (timing.get("stage_seconds") or {}).items() if k.rpartition("/")[2] == "stage1")
 
 
 def where_time_goes(page: str, timing: dict) -> str:

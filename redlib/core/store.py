@@ -37,7 +37,7 @@ def checksum(tensors: Tensors) -> str:
     for name in sorted(tensors):
         t = tensors[name].detach().to("cpu").contiguous()
         h.update(f"{name}|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+        h.update(t.reshape(-1).view(torch.uint8).numpy())  # the tensor's own buffer: no copy of a large entry
     return h.hexdigest()
 
 
@@ -94,7 +94,7 @@ class Store:
         path = self.path(kind, config)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        data = {k: v.detach().to("cpu").contiguous().clone() for k, v in tensors.items()}
+        data = _writable(tensors)
         save_file(data, str(tmp), metadata={"key": _canonical(config), "sha256": checksum(data),
                                             "meta": json.dumps(meta or {}, default=str)})
         os.replace(tmp, path)
@@ -162,6 +162,21 @@ class Store:
 
     def _spent(self, kind: str, started: float) -> None:
         self.seconds[kind] = self.seconds.get(kind, 0.0) + time.perf_counter() - started
+
+
+def _writable(tensors: Tensors) -> Tensors:
+    """The tensors as safetensors writes them: on the CPU, contiguous, each alone in its storage. A tensor that
+    already is (a large cached prefix, say) is written as it is; a view or one sharing storage is copied."""
+    out: Tensors = {}
+    seen: set[int] = set()
+    for name, t in tensors.items():
+        t = t.detach().to("cpu").contiguous()
+        storage = t.untyped_storage()
+        if storage.data_ptr() in seen or t.storage_offset() or storage.nbytes() != t.numel() * t.element_size():
+            t = t.clone()
+        seen.add(t.untyped_storage().data_ptr())
+        out[name] = t
+    return out
 
 
 def state_equal(a: nn.Module, b: nn.Module) -> bool:

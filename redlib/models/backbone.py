@@ -167,27 +167,31 @@ class Backbone(nn.Module):
     def prefix(self, tokens: Tokens, batch_size: int = 256) -> Tensor:
         """Hidden states entering the first trainable block, (N, T, d): computed once, then cached by callers."""
         target = blocks_of(self.full)[self.n_blocks - self.k] if self.k else None
-        outs = []
-        for s in range(0, len(tokens.input_ids), batch_size):
+        n = len(tokens.input_ids)
+        out: Tensor | None = None  # (N, T, d), filled batch by batch: no second copy for a concatenation
+        for s in range(0, n, batch_size):
             ids, mask = tokens.input_ids[s:s + batch_size], tokens.attention_mask[s:s + batch_size]
             if target is None:
-                outs.append(self.full(input_ids=ids, attention_mask=mask).last_hidden_state)
-                continue
-            captured: list[Tensor] = []
+                states = self.full(input_ids=ids, attention_mask=mask).last_hidden_state
+            else:
+                captured: list[Tensor] = []
 
-            def grab(_module, args, kwargs):
-                captured.append(args[0] if args else kwargs["hidden_states"])
-                raise _Stop
+                def grab(_module, args, kwargs):
+                    captured.append(args[0] if args else kwargs["hidden_states"])
+                    raise _Stop
 
-            handle = target.register_forward_pre_hook(grab, with_kwargs=True)
-            try:
-                self.full(input_ids=ids, attention_mask=mask)
-            except _Stop:
-                pass
-            finally:
-                handle.remove()
-            outs.append(captured[0])
-        return torch.cat(outs)
+                handle = target.register_forward_pre_hook(grab, with_kwargs=True)
+                try:
+                    self.full(input_ids=ids, attention_mask=mask)
+                except _Stop:
+                    pass
+                finally:
+                    handle.remove()
+                states = captured[0]
+            if out is None:
+                out = states.new_empty((n, *states.shape[1:]))
+            out[s:s + batch_size] = states
+        return out
 
     def forward_top(self, hidden: Tensor, mask: Tensor) -> Tensor:
         """Run the top k blocks on prefix states and mean-pool: (N, T, d), (N, T) -> (N, d)."""

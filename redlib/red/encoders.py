@@ -3,7 +3,8 @@
 A task's inputs are *items* (distinct questions, images, feature rows); its samples point at items by id,
 so an input that repeats is encoded once. Two encoders:
 - `TextEncoder`: a Hugging Face backbone whose bottom blocks are frozen (their states are cached once per
-  item) and whose top k blocks train; mean-pooled.
+  item, and held in memory only while stage 1 and the features need them) and whose top k blocks train;
+  mean-pooled.
 - `FixedFeatures`: precomputed features; nothing trains under the head (a probe, or a test's random task).
 - `ImageEncoder`: a small CNN over images, trained whole in stage 1 (the MNIST benchmark).
 """
@@ -43,6 +44,9 @@ class Encoder(nn.Module):
     def reset(self) -> None:
         """Put the trainable part back to its starting weights (before each independent stage-1 run)."""
 
+    def release(self) -> None:
+        """Drop what only training the encoder and computing its features need (called once the features exist)."""
+
     @torch.no_grad()
     def features(self, batch_size: int = 512) -> Tensor:
         """Features of every item with the encoder as it is now, (n_items, d), in eval mode."""
@@ -76,19 +80,31 @@ class FixedFeatures(Encoder):
 
 
 class TextEncoder(Encoder):
-    """A backbone over distinct texts: frozen-prefix states cached once (kind `prefix`), top k blocks trained."""
+    """A backbone over distinct texts: top k blocks trained over frozen-prefix states (kind `prefix`), which are
+    loaded (or computed and cached) when first needed and dropped by `release` once the features are made."""
 
     def __init__(self, bb: Backbone, texts: list[str], store: Store, namespace: str):
         super().__init__()
         self.bb, self.n_items, self.dim = bb, len(texts), bb.dim
-        tokens = bb.tokenize(texts)
+        self.tokens = bb.tokenize(texts)
         self._key = {"backbone": str(bb.path), "k": bb.k, "texts": digest(texts)}
-        prefix = store.tensors(f"{namespace}/prefix", self._key, lambda: ({"prefix": bb.prefix(tokens)}, {}))[0]["prefix"]
-        self.register_buffer("prefix", prefix.to(bb.device), persistent=False)  # (n_items, T, d) states entering the top
-        self.register_buffer("mask", tokens.attention_mask.to(bb.device), persistent=False)  # (n_items, T)
+        self._store, self._kind = store, f"{namespace}/prefix"
+        self._prefix: Tensor | None = None
+        self.register_buffer("mask", self.tokens.attention_mask.to(bb.device), persistent=False)  # (n_items, T)
 
     def key(self) -> dict:
         return self._key
+
+    @property
+    def prefix(self) -> Tensor:
+        """States entering the top blocks, (n_items, T, d): from the cache, computed there once."""
+        if self._prefix is None:
+            compute = lambda: ({"prefix": self.bb.prefix(self.tokens)}, {})  # noqa: E731
+            self._prefix = self._store.tensors(self._kind, self._key, compute)[0]["prefix"].to(self.bb.device)
+        return self._prefix
+
+    def release(self) -> None:
+        self._prefix = None  # the largest tensor of a run (Task 2: about 0.7 GB); `prefix` loads it again if needed
 
     def trainable(self) -> nn.Module:
         return self.bb.top_blocks()

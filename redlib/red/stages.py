@@ -152,6 +152,8 @@ class Stages:
     def features(self) -> dict[str, Tensor]:
         """Features of every item with the fixed encoder, gathered per split: split -> (N, d)."""
         h_all = _features(self.store, self.kind("features"), self.key, self.encoder).to(self.device)  # (n_items, d)
+        if self.encoder is not None:  # (a worker has none)
+            self.encoder.release()  # every later stage trains on the features
         self.feats = {k: h_all[v] for k, v in self.data.ids.items()}
         return self.feats
 
