@@ -64,3 +64,16 @@ def test_the_text_encoder_holds_its_prefix_only_while_needed(tmp_path):
     assert enc._prefix is None
     assert torch.equal(enc.prefix, first) and torch.equal(enc.features(), h)  # loaded again from the cache, same bits
     assert [e["event"] for e in store.events] == ["computed", "loaded"]
+
+
+def test_a_prefix_first_needed_inside_training_is_the_eval_mode_prefix(tmp_path):
+    from redlib.core.store import Store
+    from redlib.red.encoders import TextEncoder
+
+    bb = Backbone("embedded", k_trainable=2)
+    texts = ["What is 3 plus 4?", "What is 12 plus 30?"]
+    expected = bb.prefix(bb.tokenize(texts))
+    enc = TextEncoder(bb, texts, store=Store(tmp_path), namespace="t")
+    enc.train()  # as stage 1's fit does before its first forward, which is when the prefix is first read
+    assert torch.equal(enc.prefix, expected)
+    assert all(m.training for m in bb.full.modules())  # the training loop's mode is left as it was

@@ -165,7 +165,17 @@ class Backbone(nn.Module):
 
     @torch.no_grad()
     def prefix(self, tokens: Tokens, batch_size: int = 256) -> Tensor:
-        """Hidden states entering the first trainable block, (N, T, d): computed once, then cached by callers."""
+        """Hidden states entering the first trainable block, (N, T, d): computed once, then cached by callers. The
+        frozen blocks run in eval mode (no dropout) even when called from inside a training loop."""
+        modes = {m: m.training for m in self.full.modules()}
+        self.full.eval()
+        try:
+            return self._prefix(tokens, batch_size)
+        finally:
+            for m, training in modes.items():
+                m.training = training
+
+    def _prefix(self, tokens: Tokens, batch_size: int) -> Tensor:
         target = blocks_of(self.full)[self.n_blocks - self.k] if self.k else None
         n = len(tokens.input_ids)
         out: Tensor | None = None  # (N, T, d), filled batch by batch: no second copy for a concatenation
