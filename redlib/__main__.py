@@ -4,10 +4,27 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 from .book.pages import NOTEBOOKS
+from .book.results import ResultFileError
 from .core.config import PROFILES, ParameterError
+
+
+WORKERS_HELP = ("processes a page trains its small stages in, side by side (default 2; 1: one after another); "
+                "a run option: every count gives the same numbers, bit for bit")
+
+
+def _set_workers(n: int | None) -> None:
+    """Hand `--workers` to the notebook kernels (they inherit the environment); one-line error when out of range."""
+    if n is None:
+        return
+    from .core.parallel import MAX_WORKERS
+
+    if not 1 <= n <= MAX_WORKERS:
+        raise ParameterError(f"--workers must be in [1, {MAX_WORKERS}], got {n}")
+    os.environ["REDLIB_WORKERS"] = str(n)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -21,9 +38,11 @@ def _parser() -> argparse.ArgumentParser:
                      "<its folder>/results/ (default: where the book picks it up, results in results/)")
     run.add_argument("--publish", action="store_true",
                      help="let a full-profile run with non-default parameters replace the published page")
+    run.add_argument("--workers", type=int, default=None, help=WORKERS_HELP)
     book = sub.add_parser("book", help="execute every notebook with a profile and build the HTML book (strict)")
     book.add_argument("--profile", default="full", help=f"one of: {', '.join(PROFILES)} (default full)")
     book.add_argument("--no-execute", action="store_true", help="build from the already executed notebooks")
+    book.add_argument("--workers", type=int, default=None, help=WORKERS_HELP)
     sub.add_parser("params", help="list every notebook's parameters with their defaults")
     export = sub.add_parser("export", help="write a Task 1 split as JSONL (question, answer, operands, range)")
     export.add_argument("part", choices=["train", "val", "test"], help="which part of the split")
@@ -47,15 +66,39 @@ def _parser() -> argparse.ArgumentParser:
     return ap
 
 
+class Stopped(KeyboardInterrupt):
+    """SIGTERM (kill, timeout, a cancelled CI job), handled as Ctrl-C is: the kernel and its workers are shut down."""
+
+
+def _stop(signum: int, _frame) -> None:
+    raise Stopped(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Entry point; bad input exits 2 with a one-line message, a failed run exits 1."""
+    """Entry point; bad input exits 2 with a one-line message, a failed run exits 1, a stopped run 130 or 143."""
     args = _parser().parse_args(argv)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    progress = not os.environ.get("CI")
+    signal.signal(signal.SIGTERM, _stop)
+    from .core.train import progress_enabled
+
+    progress = progress_enabled()
     from .book import runner
 
     try:
+        if args.command in ("run", "book"):
+            if args.command == "run":  # `-p workers N` is accepted as the run option it is
+                given = [v for n, v in args.parameter if n == "workers"]
+                args.parameter = [(n, v) for n, v in args.parameter if n != "workers"]
+                if given and args.workers is None:
+                    if not given[-1].isdigit():
+                        raise ParameterError(f"workers must be a positive integer, got {given[-1]!r}")
+                    args.workers = int(given[-1])
+            _set_workers(args.workers)
+            from .book.runner import writable_folder
+            from .core.runtime import cache_dir
+
+            writable_folder(cache_dir(), "the stage cache (REDLIB_CACHE)")
         if args.command == "run":
             params = runner.placement(args.notebook, runner.parse_params(args.notebook, args.parameter), args.output,
                                       args.publish)
@@ -109,12 +152,26 @@ def main(argv: list[str] | None = None) -> int:
             for name in NOTEBOOKS:
                 cls = config_for(name)
                 print(f"{name}: " + ", ".join(f"{f}={getattr(cls, f)!r}" for f in cls.param_names()))
-    except (ParameterError, FileNotFoundError) as err:
+    except (ParameterError, FileNotFoundError, ResultFileError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     except RuntimeError as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt as err:
+        import logging
+
+        import time
+
+        from .core.store import remove_orphaned_temporaries
+
+        logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # the interrupted cell's task, reported at exit
+        time.sleep(1.0)  # orphaned workers notice within half a second that their page is gone
+        remove_orphaned_temporaries()
+        how = str(err) or "SIGINT"
+        print(f"stopped ({how}): the notebook kernel and its workers were shut down; stages finished before the stop "
+              "stay in the stage cache and the published pages and results are unchanged", file=sys.stderr)
+        return 143 if how == "SIGTERM" else 130
     return 0
 
 

@@ -77,3 +77,14 @@ def test_a_prefix_first_needed_inside_training_is_the_eval_mode_prefix(tmp_path)
     enc.train()  # as stage 1's fit does before its first forward, which is when the prefix is first read
     assert torch.equal(enc.prefix, expected)
     assert all(m.training for m in bb.full.modules())  # the training loop's mode is left as it was
+
+
+def test_fp32_matmul_kernels_are_chosen_once_and_never_lower_precision():
+    """The kernel choice is recorded with its reason, and whatever path it took multiplies at fp32 accuracy."""
+    from redlib.core import kernels
+
+    rec = kernels.configure()
+    assert rec["path"] in ("stock", "onednn") and rec["why"] and kernels.configure() is rec
+    assert kernels._relative_error() <= kernels.TOLERANCE_FACTOR * max(rec["stock_rel_error"], 1e-7)
+    if "fast_rel_error" in rec and rec["path"] == "stock":  # the fast path was tried and refused: it is off again
+        assert torch.backends.mkldnn.matmul.fp32_precision == "none"

@@ -47,7 +47,8 @@ def test_stage_kinds_come_from_the_pipelines_list(bench):
     assert len(by_kind) and (by_kind["what"] != "").all()
     assert {k.rpartition("/")[2] for k in by_kind["stage kind"]} <= set(report.STAGE_WHAT)
     # the small stages train in `workers` processes beside the page: their seconds overlap, never beyond that
-    workers = (bench["notebooks"]["full"]["per_notebook"][slowest].get("parameters") or {}).get("workers", 1)
+    timed = bench["notebooks"]["full"]["per_notebook"][slowest]
+    workers = (timed.get("run_options") or timed.get("parameters") or {}).get("workers", 1)
     assert by_kind["seconds"].sum() <= wall * workers
 
 

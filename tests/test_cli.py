@@ -1,3 +1,4 @@
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -110,3 +111,109 @@ def test_results_go_beside_the_output_notebook_and_publish_is_explicit(tmp_path)
         placement("toy_experiments", {"profile": "full", "seed": 3}, None, publish=False)
     assert placement("toy_experiments", {"profile": "full", "seed": 3}, None, publish=True) == {"profile": "full", "seed": 3}
     assert placement("toy_experiments", {"profile": "full"}, None, publish=False) == {"profile": "full"}
+
+
+def _file(tmp_path: Path) -> str:
+    f = tmp_path / "a_file"
+    f.write_text("x")
+    return str(f)
+
+
+def _empty_idx(tmp_path: Path) -> str:
+    from redlib.tasks.mnist import IDX_FILES
+
+    for stem in (s for pair in IDX_FILES.values() for s in pair):
+        (tmp_path / stem).write_bytes(b"")
+    return str(tmp_path)
+
+
+# each case: the arguments (a callable gets tmp_path) and the words of its one-line error; every one exits 2 before
+# any kernel starts, writing nothing
+NEWCOMER_CASES = [
+    (["run", "intro", "-p", "results_dir", "/tmp/elsewhere"], "is not the published results/"),
+    (["run", "task1_addition", "-p", "results_dir", "/tmp/elsewhere"], "is not the published results/"),
+    (["run", "intro", "-p", "results_dir", ""], "results_dir is empty"),
+    (["run", "toy_experiments", "-p", "profile", "smoke", "-p", "results_dir", _file], "is a file, not a folder"),
+    (["run", "mnist_label5", "-p", "profile", "smoke", "-p", "data_dir", _empty_idx], "it is empty"),
+    (["run", "mnist_label5", "-p", "profile", "smoke", "-p", "data_dir", _file], "it is a file, not a folder"),
+    (["run", "task1_addition", "-p", "profile", "smoke", "-p", "backbone", _file], "is a file, not a folder"),
+    (["run", "routing_heatmaps", "-p", "profile", "smoke", "-p", "tokenizer", _file], "is a file, not a folder"),
+    (["run", "task1_addition", "-p", "profile", "smoke", "-p", "expert_hidden", "1000000000"], "'expert_hidden' must be <="),
+    (["run", "routing_heatmaps", "-p", "profile", "smoke", "-p", "max_len", "1000000000"], "'max_len' must be <="),
+    (["run", "toy_experiments", "-p", "profile", "smoke", "-p", "n_seeds", "1000000"], "'n_seeds' must be <="),
+    (["run", "task1_addition", "-p", "profile", "smoke", "-p", "extension_seeds", "0"], "'extension_seeds' must be >= 1"),
+    (["run", "toy_experiments", "-p", "profile", "smoke", "--workers", "1000"], "--workers must be in [1, 16]"),
+    (["run", "toy_experiments", "-p", "profile", "smoke", "-p", "workers", "1000"], "--workers must be in [1, 16]"),
+    (["run", "toy_experiments", "-p", "profile", "smoke", "-p", "workers", "two"], "workers must be a positive integer"),
+    (["book", "--profile", "smoke", "--workers", "0"], "--workers must be in [1, 16]"),
+]
+
+
+@pytest.mark.parametrize("args, needle", NEWCOMER_CASES)
+def test_a_newcomers_bad_input_is_one_line_exit_2_and_changes_nothing(args, needle, tmp_path):
+    args = [a(tmp_path) if callable(a) else a for a in args]
+    published = sorted((project_root() / "book").glob("*.ipynb")) + sorted((project_root() / "results" / "full").rglob("*"))
+    before = {p: p.read_bytes() for p in published if p.is_file()}
+    proc = run_cli(*args)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert needle in proc.stderr
+    assert {p: p.read_bytes() for p in published if p.is_file()} == before
+    assert not (project_root() / "smoke").exists()
+
+
+def test_a_stage_cache_that_is_a_file_is_refused_before_any_run(tmp_path):
+    env = {**os.environ, "REDLIB_CACHE": _file(tmp_path)}
+    proc = subprocess.run([sys.executable, "-m", "redlib", "run", "toy_experiments", "-p", "profile", "smoke", "--output",
+                           str(tmp_path / "t.ipynb")], capture_output=True, text=True, cwd=project_root(), timeout=120,
+                          env=env)
+    assert proc.returncode == 2 and "REDLIB_CACHE" in proc.stderr and "is a file" in proc.stderr
+    assert not (tmp_path / "t.ipynb").exists()
+
+
+def _descendants(pid: int) -> set[int]:
+    out: set[int] = set()
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            kids = (task / "children").read_text().split()
+        except OSError:
+            continue
+        for k in map(int, kids):
+            out |= {k} | _descendants(k)
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split(") ")[1][0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="needs /proc")
+def test_sigterm_stops_the_kernel_and_its_workers_and_leaves_nothing_behind(tmp_path):
+    """`kill`, `timeout` or a cancelled CI job: the run shuts its kernel and worker processes down, removes its
+    socket files, says in one line what was kept, and exits 143; no child process survives it."""
+    import signal
+    import time
+
+    env = {**os.environ, "REDLIB_CACHE": str(tmp_path / "cache"), "REDLIB_WORKERS": "2"}
+    proc = subprocess.Popen([sys.executable, "-m", "redlib", "run", "toy_experiments", "-p", "profile", "smoke",
+                             "--output", str(tmp_path / "toy.ipynb")], cwd=project_root(), env=env, text=True,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    seen: set[int] = set()
+    deadline = time.time() + 90
+    while time.time() < deadline and len(seen) < 4:  # the kernel, its resource tracker and two workers
+        seen |= _descendants(proc.pid)
+        time.sleep(0.2)
+    assert len(seen) >= 4 and proc.poll() is None, "the run never started its workers"
+    time.sleep(1.0)
+    ipc_before = set(project_root().glob("kernel-ipc-*"))
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("Executing")]
+    assert len(lines) == 1 and lines[0].startswith("stopped (SIGTERM)"), err
+    time.sleep(1.0)
+    assert not [p for p in seen if _alive(p)], "a child of the stopped run is still running"
+    assert set(project_root().glob("kernel-ipc-*")) <= ipc_before
+    assert not list((tmp_path / "cache").rglob("*.tmp*")) and not (tmp_path / "toy.ipynb").exists()

@@ -31,10 +31,16 @@ def synthetic(seed: int = 0, items: int = 300) -> tuple[TaskData, FixedFeatures]
     return data, FixedFeatures(x)
 
 
-def tiny_config(epochs: int = 40, workers: int = 1) -> RedConfig:
-    """The pipeline's config for the synthetic task: small widths, a high learning rate, no early stop, serial."""
+def tiny_config(epochs: int = 40) -> RedConfig:
+    """The pipeline's config for the synthetic task: small widths, a high learning rate, no early stop."""
     return RedConfig.from_params(profile="smoke", n_seeds=1, max_epochs=epochs, backbone_epochs=epochs, patience=epochs,
-                                 lr=0.02, head_lr=0.02, expert_hidden=16, router_hidden=16, workers=workers)
+                                 lr=0.02, head_lr=0.02, expert_hidden=16, router_hidden=16)
+
+
+@pytest.fixture(autouse=True)
+def serial(monkeypatch):
+    """Stages train in this process unless a test asks for workers (REDLIB_WORKERS, the run option)."""
+    monkeypatch.setenv("REDLIB_WORKERS", "1")
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +48,9 @@ def run(tmp_path_factory):
     cfg = tiny_config()
     store = Store(tmp_path_factory.mktemp("cache"))
     data, enc = synthetic()
-    return run_red(cfg, data, enc, store, seed=0), store
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("REDLIB_WORKERS", "1")  # the serial run the worker test compares with
+        return run_red(cfg, data, enc, store, seed=0), store
 
 
 def test_every_registered_method_returns_logits_and_routing(run):
@@ -149,17 +157,16 @@ def test_subsample_picks_a_reproducible_fraction_of_distinct_rows():
     assert len(subsample(3, 0.01, seed=1)) == 1  # never empty
 
 
-def test_small_stages_trained_in_worker_processes_match_a_serial_run_bit_for_bit(run, tmp_path):
+def test_small_stages_trained_in_worker_processes_match_a_serial_run_bit_for_bit(run, tmp_path, monkeypatch):
     """workers=2 trains stages 2-4 (and the retrain helpers' stage 2) in spawned processes; every module, epoch and
     table is the serial run's, and each stage is counted once in the provenance (computed by a worker, then loaded)."""
-    from dataclasses import replace
-
     from redlib.core.store import state_equal
 
     serial, _ = run
     store = Store(tmp_path / "cache")
     data, enc = synthetic()
-    cfg = tiny_config(workers=2)
+    cfg = tiny_config()
+    monkeypatch.setenv("REDLIB_WORKERS", "2")
     par = run_red(cfg, data, enc, store, seed=0)
     pairs = [(par.head, serial.head), (par.router, serial.router), (par.joint, serial.joint), (par.gate, serial.gate),
              (par.head_all, serial.head_all)]
@@ -172,11 +179,14 @@ def test_small_stages_trained_in_worker_processes_match_a_serial_run_bit_for_bit
                                                        + ["router", "joint", "gate", "head_all"])
     assert all(v > 0 for v in par.seconds.values())
     again = Store(store.root)  # a re-run loads everything here, starting no worker
-    run_red(replace(cfg, workers=1), data, enc, again, seed=0)
+    monkeypatch.setenv("REDLIB_WORKERS", "1")
+    run_red(cfg, data, enc, again, seed=0)
     assert again.misses == 0 and again.hits == len(kinds)
     # the retrain helpers (robustness, the decomposer's learning-rate check) use the workers too, with the same bits
     alone = Store(tmp_path / "alone")
     for retrain in (retrain_residuals, retrain_experts):
+        monkeypatch.setenv("REDLIB_WORKERS", "2")
         two, epochs_two = retrain(cfg, par, enc, store, seed=7)
-        one, epochs_one = retrain(replace(cfg, workers=1), serial, enc, alone, seed=7)
+        monkeypatch.setenv("REDLIB_WORKERS", "1")
+        one, epochs_one = retrain(cfg, serial, enc, alone, seed=7)
         assert len(two) == K and all(state_equal(a, b) for a, b in zip(two, one)) and epochs_two == epochs_one

@@ -96,3 +96,39 @@ def test_non_default_parameters_are_in_provenance_the_box_and_the_ledger(results
     row = ledger.table(ledger.collect(results_root, "full")).set_index("id").loc["toy.linear.param_average"]
     assert "non-default: seed=3" in row["measured on"]
     assert make(results_root).cfg.non_default() == {}  # smoke defaults: nothing to say
+
+
+def test_a_result_file_changed_by_hand_is_caught_naming_the_file(results_root):
+    """Each run records the SHA-256 of its tables and claims; readers (ledger, reading pages, --no-execute) check them."""
+    from redlib.book.results import ResultFileError
+    from redlib.book.runner import verify_results
+
+    res = make(results_root)
+    res.table("overall", pd.DataFrame({"method": ["RED", "MoE"], "accuracy": [1.0, 0.9]}))
+    res.record({"toy.residual.base_only": measure.value([1.0])})
+    out = res.finish()
+    verify_results("smoke", str(results_root))  # as written: fine
+    csv = out / "overall.csv"
+    csv.write_text(csv.read_text().replace("1.0", "0.25"))  # a plausible wrong value
+    with pytest.raises(ResultFileError, match="overall.csv was changed after the toy_experiments run"):
+        read("toy_experiments", "smoke", results_root).table("overall")
+    with pytest.raises(ResultFileError, match="overall.csv"):
+        verify_results("smoke", str(results_root))
+    res.finish()  # a new run writes the files and their digests again
+    doc = json.loads((out / "claims.json").read_text())
+    doc["claims"]["toy.residual.base_only"]["value"] = 0.5  # a claim edited by hand
+    (out / "claims.json").write_text(json.dumps(doc))
+    with pytest.raises(ResultFileError, match="claims.json was changed"):
+        read("toy_experiments", "smoke", results_root).claims
+    (out / "claims.json").write_text("{not json")
+    with pytest.raises(ResultFileError, match="claims.json is not valid JSON"):
+        read("toy_experiments", "smoke", results_root).claims
+
+
+def test_the_published_results_carry_digests_that_match():
+    """Every committed page of the full book records its tables' digests, and they match the files."""
+    from redlib.book.pages import PAGES
+    from redlib.book.runner import verify_results
+
+    verify_results("full")
+    assert all("sha256" in read(p.name, "full").doc for p in PAGES if read(p.name, "full").exists)

@@ -104,3 +104,21 @@ def test_a_tensor_that_owns_its_storage_is_written_without_a_copy_and_views_are_
     store.save("toy/t", {"k": 1}, {"big": big, "view": base[2:5], "again": big})
     loaded, _ = store.load("toy/t", {"k": 1})
     assert torch.equal(loaded["big"], big) and torch.equal(loaded["view"], base[2:5]) and torch.equal(loaded["again"], big)
+
+
+def test_an_entry_keeps_what_it_cost_to_compute_and_a_load_reports_it(tmp_path):
+    """A warm run reports what its stages cost to train (recorded in each entry), not the seconds of loading them."""
+    import time
+
+    def slow():
+        time.sleep(0.3)
+        return {"w": torch.ones(3)}, {}
+
+    cold = Store(tmp_path)
+    cold.tensors("t/stage", {"a": 1}, slow)
+    by_kind, unknown = cold.train_seconds()
+    assert by_kind["t/stage"] >= 0.3 and unknown == 0
+    warm = Store(tmp_path)
+    warm.tensors("t/stage", {"a": 1}, slow)
+    assert warm.hits == 1 and warm.train_seconds()[0]["t/stage"] == pytest.approx(by_kind["t/stage"], abs=1e-3)
+    assert warm.seconds == {}  # nothing was computed in the warm run

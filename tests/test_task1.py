@@ -70,3 +70,22 @@ def test_tokenization_table_counts_digit_tokens(tiny_qwen):
     df = task1.tokenization(Backbone(str(tiny_qwen), 1))
     whole, digits = df.set_index("number format")["text"]
     assert "47" in whole and "4 7" in digits
+
+
+def test_a_backbone_in_another_folder_reuses_every_cached_stage(tiny_run, tmp_path):
+    """Cache keys name the backbone by what it holds: a copy elsewhere (another clone, another venv) loads, not trains."""
+    import shutil
+
+    cfg, bb, store, run = tiny_run
+    moved = shutil.copytree(cfg.backbone, tmp_path / "elsewhere" / "model")
+    bb2 = Backbone(str(moved), cfg.k_trainable)
+    assert bb2.identity == bb.identity and str(moved) != cfg.backbone
+    seen = len(store.events)
+    again = task1.run(task1.Task1Config.from_params(**{**cfg.asdict(), "backbone": str(moved)}), 0,
+                      task1.Setting("pairs"), bb2, store)
+    assert store.events[seen:] and all(e["event"] == "loaded" for e in store.events[seen:])
+    assert ranges.evaluate(again)["overall"]["accuracy"].tolist() == ranges.evaluate(run)["overall"]["accuracy"].tolist()
+    # and a folder with other weights is another backbone
+    (moved / "model.safetensors").write_bytes((moved / "model.safetensors").read_bytes()[:-8] + b"\0" * 8)
+    from redlib.models.backbone import fingerprint
+    assert fingerprint(moved.resolve()) != bb.identity

@@ -25,6 +25,17 @@ def load(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def cold_seconds(profile: str, path: Path | None = None) -> tuple[dict[str, float], str]:
+    """Each page's cold seconds for a profile as the committed bench measured them, and which commit it timed last
+    ({} and "" when there is no bench)."""
+    from ..core.runtime import project_root
+
+    bench = load(path or project_root() / "results" / "bench" / "bench.json")
+    per = ((bench or {}).get("notebooks", {}).get(profile) or {}).get("per_notebook", {})
+    commits = sorted((t.get("measured_at", ""), t.get("git_commit") or "") for t in per.values())
+    return {name: t["wall_seconds"] for name, t in per.items()}, (commits[-1][1][:12] if commits else "")
+
+
 def span(t: dict) -> str:
     """'median (min-max)' of a timing entry, in seconds."""
     return f"{t['median']:.3f} ({t['min']:.3f}-{t['max']:.3f})"
@@ -85,7 +96,7 @@ def current_profile(notebook: str, profile: str, timed: dict | None) -> str:
         now = config_for(notebook).from_params(profile=profile).asdict()
     except ParameterError:
         return "page no longer exists"
-    changed = sorted(k for k in set(now) | set(timed) if k not in ("results_dir", "device") and now.get(k) != timed.get(k))
+    changed = sorted(k for k in set(now) | set(timed) if k not in ("results_dir", "device", "workers") and now.get(k) != timed.get(k))
     return "yes" if not changed else "no: " + ", ".join(changed)
 
 

@@ -189,7 +189,7 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
         prov = json.loads((workdir / "results" / profile / name / "claims.json").read_text())["provenance"]
         out[name] = {"wall_seconds": time.perf_counter() - t, "kernel_seconds": prov["wall_seconds"],
                      "git_commit": prov.get("git_commit"), "parameters": prov.get("parameters"),
-                     "peak_rss_mb": prov["peak_rss_mb"],
+                     "run_options": prov.get("run_options"), "peak_rss_mb": prov["peak_rss_mb"],
                      "stage_seconds": (prov.get("stages") or {}).get("computed_seconds_by_kind", {}),
                      "cache_at_start": start}
     return out

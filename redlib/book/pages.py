@@ -130,6 +130,9 @@ def start(name: str, namespace: dict, store=None):
     """A notebook's first step: its config from the parameters cell (validated, machine checked) and its Results."""
     from .results import Results
 
+    from ..core import kernels
+
     cfg = config_for(name).from_namespace(namespace)
     cfg.preflight()
+    kernels.configure()
     return cfg, Results(cfg, store=store)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import math
 
 import matplotlib.pyplot as plt
+import numpy as np
 import pandas as pd
 import seaborn as sns
 
@@ -100,10 +102,33 @@ def speedup_vs_bound(df: pd.DataFrame, title: str):
     return fig
 
 
+def number(x, digits: int = 3) -> str:
+    """A number for people: integers as integers (with thousands separators), others to `digits` significant
+    digits without exponent between 0.001 and 10^digits, and '-' for a missing value."""
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "-"
+    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+        return str(x)
+    if isinstance(x, (int, np.integer)) or abs(x) >= 10**digits:
+        return f"{round(float(x)):,}"
+    if x == 0:
+        return "0"
+    if abs(x) < 1e-3:
+        return f"{x:.{max(digits - 1, 0)}e}"
+    decimals = max(digits - 1 - math.floor(math.log10(abs(x))), 0)
+    return f"{x:.{decimals}f}"
+
+
 def styled(df: pd.DataFrame, precision: int = 3, caption: str | None = None, hide_index: bool = False):
-    """A pandas Styler with the house number format and a stable id (so re-executions give identical HTML)."""
+    """A pandas Styler with the house number format (`number`, `precision` significant digits) and a stable id
+    (so re-executions give identical HTML)."""
     uid = hashlib.md5((caption or "").encode() + df.to_csv().encode()).hexdigest()[:8]
-    sty = df.style.format(precision=precision, na_rep="-").set_uuid(f"t{uid}")
+    counts = [c for c in df.columns if pd.api.types.is_float_dtype(df[c]) and df[c].dropna().map(float.is_integer).all()
+              and len(df[c].dropna())]  # counts stored as floats (a column with a missing value): shown as integers
+    sty = df.style.format(lambda x: number(x, precision), na_rep="-")
+    if counts:
+        sty = sty.format(lambda x: number(int(x), precision) if x == x else "-", subset=counts)
+    sty = sty.set_uuid(f"t{uid}")
     if caption:
         sty = sty.set_caption(caption)
     return sty.hide(axis="index") if hide_index else sty

@@ -5,10 +5,10 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
-import resource
 import shutil
 import subprocess
 import time
@@ -23,10 +23,13 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..core import kernels
 from ..core.claims import check_ids
 from ..core.config import NotebookConfig
+from ..core.parallel import worker_count
 from ..core.runtime import project_root, resolve_path
 from ..core.store import Store
+from ..core.usage import TreeUsage
 
 LIBRARIES = ("redlib", "torch", "transformers", "numpy", "pandas", "scikit-learn", "papermill", "jupyter-book")
 
@@ -95,6 +98,7 @@ class Results:
         self.started = time.time()
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.tables: dict[str, pd.DataFrame] = {}
+        self.usage = TreeUsage().start()  # memory and CPU of this run's process and its workers
         self.claims: dict[str, dict[str, Any]] = {}
 
     def table(self, name: str, df: pd.DataFrame) -> None:
@@ -118,11 +122,16 @@ class Results:
             "libraries": library_versions(),
             "started_at": self.started_at,
             "wall_seconds": round(time.time() - self.started, 2),
-            "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+            **self.usage.report(),  # peak_rss_mb (this process), peak_rss_mb_with_workers, cpu_seconds
             "machine": machine(),
+            "matmul": kernels.configure(),
+            "run_options": {"workers": worker_count()},  # cannot change a number, so not a parameter
             "stages": {"loaded_from_cache": self.store.hits, "computed": self.store.misses,
                        "rebuilt": self.store.rebuilt(),
-                       "computed_seconds_by_kind": {k: round(v, 2) for k, v in self.store.seconds.items()}}
+                       "computed_seconds_by_kind": {k: round(v, 2) for k, v in self.store.seconds.items()},
+                       # what every stage this run used cost to train, loaded ones included (recorded in the entry)
+                       "train_seconds_by_kind": {k: round(v, 2) for k, v in self.store.train_seconds()[0].items()},
+                       "stages_without_recorded_cost": self.store.train_seconds()[1]}
             if self.store else None,
         }
 
@@ -135,7 +144,9 @@ class Results:
         staging.mkdir()
         for name, df in self.tables.items():
             df.to_csv(staging / f"{name}.csv", index=not isinstance(df.index, pd.RangeIndex))
+        self.usage.stop()
         doc = {"claims": self.claims, "provenance": self.provenance()}
+        doc["sha256"] = digests(staging, doc["claims"])
         (staging / "claims.json").write_text(json.dumps(doc, indent=2, sort_keys=False) + "\n")
         old = parent / f".{self.notebook}.old"
         shutil.rmtree(old, ignore_errors=True)
@@ -160,9 +171,29 @@ class Results:
             f"Profile **{p['profile']}**, seeds {p['seeds']}, commit `{p['git_commit'][:12]}"
             f"{'+dirty' if p['git_commit'].endswith('+dirty') else ''}`, "
             f"started {p['started_at']}, wall time {p['wall_seconds']:.0f} s{cache} on {m['processor']} "
-            f"({m['cpu_count']} CPUs, torch {p['libraries']['torch']}). "
+            f"({m['cpu_count']} CPUs, torch {p['libraries']['torch']}; "
+            f"{kernels.describe(p['matmul']) if p.get('matmul') else 'fp32 matmul: not recorded'}). "
             f"Result files: `{where}/`.{rebuilt}\n```"
         )
+
+
+CLAIMS_KEY = "claims"  # the digest of claims.json's own claims, beside those of the tables
+
+
+class ResultFileError(ValueError):
+    """A result file that was changed by hand, or cannot be read; the message is one line naming the file."""
+
+
+def digests(folder: Path, claims: dict[str, Any], names: list[str] | None = None) -> dict[str, str]:
+    """SHA-256 of each CSV table in `folder` (or of `names`) and of the claims, as a run records them."""
+    names = names if names is not None else sorted(p.name for p in folder.glob("*.csv")) + [CLAIMS_KEY]
+    out = {}
+    for name in names:
+        if name == CLAIMS_KEY:
+            out[name] = hashlib.sha256(json.dumps(claims, sort_keys=True).encode()).hexdigest()
+        elif (folder / name).is_file():
+            out[name] = hashlib.sha256((folder / name).read_bytes()).hexdigest()
+    return out
 
 
 @dataclass
@@ -185,7 +216,25 @@ class PageResults:
         if not path.exists():
             raise FileNotFoundError(f"no results of {self.page} for profile {self.profile}: {path} is missing; "
                                     f"run `python -m redlib run {self.page} -p profile {self.profile}`")
-        return json.loads(path.read_text())
+        try:
+            doc = json.loads(path.read_text())
+        except ValueError as err:
+            raise ResultFileError(f"{path} is not valid JSON ({err}); re-run {self.page} to write it again") from None
+        if "sha256" in doc:
+            self._verify(doc, path)
+        return doc
+
+    def _verify(self, doc: dict[str, Any], path: Path) -> None:
+        expected, found = doc["sha256"], digests(self.dir, doc.get("claims", {}), names=list(doc["sha256"]))
+        for name in expected:
+            if found.get(name) != expected[name]:
+                where = path if name == CLAIMS_KEY else self.dir / name
+                raise ResultFileError(f"{where} was changed after the {self.page} run wrote it (its SHA-256 differs from "
+                                      f"the one in {path.name}); restore it (git checkout) or re-run {self.page}")
+
+    def verify(self) -> None:
+        """Raise ResultFileError, naming the file, if a table or a claim was changed since the run wrote them."""
+        _ = self.doc
 
     @property
     def claims(self) -> dict[str, dict[str, Any]]:
@@ -198,8 +247,14 @@ class PageResults:
         return self.doc.get("provenance", {})
 
     def table(self, name: str) -> pd.DataFrame:
-        """One of the page's CSV tables."""
-        return pd.read_csv(self.dir / f"{name}.csv")
+        """One of the page's CSV tables (checked against the digest its run recorded)."""
+        path = self.dir / f"{name}.csv"
+        if self.exists:
+            self.verify()
+        try:
+            return pd.read_csv(path)
+        except (OSError, ValueError) as err:
+            raise ResultFileError(f"{path} cannot be read as a table ({type(err).__name__}: {err})") from None
 
 
 def read(page: str, profile: str = "full", results_dir: str | os.PathLike = "results") -> PageResults:

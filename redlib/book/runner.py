@@ -53,7 +53,18 @@ def check_file(path: str | os.PathLike, suffix: str, what: str) -> Path:
         raise ParameterError(f"{what} {str(path)!r} must be a {suffix} file path (not a folder)")
     if not p.parent.is_dir():
         raise ParameterError(f"{what} {str(path)!r}: folder {str(p.parent)!r} does not exist")
+    if not os.access(p.parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise ParameterError(f"{what} {str(path)!r} cannot be written (folder {str(p.parent)!r} is read-only)")
     return p
+
+
+def writable_folder(path: Path, what: str) -> None:
+    """One-line error unless `path` is (or can be made in) a folder this user may write to: checked before any work."""
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise ParameterError(f"{what} {str(path)!r}: {str(existing)!r} is a file, not a folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ParameterError(f"{what} {str(path)!r}: folder {str(existing)!r} is not writable")
 
 
 def placement(notebook: str, params: dict[str, Any], output: str | None, publish: bool) -> dict[str, Any]:
@@ -63,14 +74,23 @@ def placement(notebook: str, params: dict[str, Any], output: str | None, publish
     Without it the run replaces the profile's page (book/ for full); a full run whose parameters differ from
     the profile's defaults does that only with --publish, so the published book changes only when asked.
     """
+    if not str(params.get("results_dir", "results")).strip():
+        raise ParameterError("results_dir is empty: name a folder (results go to <results_dir>/<profile>/<notebook>/)")
     if output is not None:
         out = check_file(output, ".ipynb", "--output")
         params = {"results_dir": str(out.parent / "results"), **params}
     results = resolve_path(params.get("results_dir", "results"))
     if results.exists() and not results.is_dir():
         raise ParameterError(f"results_dir {str(results)!r} is a file, not a folder")
+    writable_folder(results, "results_dir")
     cfg = config_for(notebook).from_params(**params)
     changed = cfg.non_default()
+    published = cfg.profile == "full" and output is None
+    if published and results != resolve_path("results") and not publish:
+        raise ParameterError(
+            f"results_dir {str(results)!r} is not the published results/: this run would replace the published "
+            f"{notebook} page with one that reads results from elsewhere; pass --output FILE.ipynb to write the page "
+            "elsewhere too, or --publish to replace the published page")
     if cfg.profile == "full" and changed and not publish and (output is None or results == resolve_path("results")):
         raise ParameterError(
             f"parameters {', '.join(f'{k}={v!r}' for k, v in changed.items())} differ from the full profile's defaults: "
@@ -100,6 +120,7 @@ def execute(notebook: str, params: dict[str, Any], output: Path | None = None, p
     nb = jupytext.read(source_of(notebook))
     # a run in progress and a failed run live outside every folder the book or nbval reads
     partial, failed = (scratch_dir(kind, cfg.profile) / f"{notebook}.ipynb" for kind in ("running", "failed"))
+    log = partial.with_suffix(".kernel.log")  # what the kernel process itself prints (cell outputs go to the notebook)
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / f"{notebook}.ipynb"
         jupytext.write(nb, src)
@@ -107,12 +128,12 @@ def execute(notebook: str, params: dict[str, Any], output: Path | None = None, p
         try:
             pm.execute_notebook(str(src), str(partial), parameters=params, kernel_name="python3",
                                 cwd=str(project_root()), progress_bar=progress, log_output=False,
-                                kernel_manager_class=_ipc_kernel_manager())
+                                kernel_manager_class=_ipc_kernel_manager(Path(tmp) / "kernel-ipc", log))
         except pm.PapermillExecutionError as err:
             os.replace(partial, failed)
             raise RuntimeError(f"{notebook} failed in cell {err.exec_count}: {err.ename}: {err.evalue} "
                                f"(the executed notebook is kept at {failed}; the published one is unchanged)") from None
-    _hide_injected_parameters(partial)
+    _finish_notebook(partial, notebook, output)
     os.replace(partial, output)
     print(f"{notebook}: executed in {time.time() - start:.0f} s -> {output}", file=sys.stderr)
     report_stages(notebook, cfg)
@@ -132,19 +153,29 @@ def report_stages(notebook: str, cfg) -> None:
             print(f"{notebook}: rebuilt {e['kind']}: {e['why']}", file=sys.stderr)
 
 
-def _ipc_kernel_manager() -> type:
-    """A kernel manager that talks to the kernel over local IPC sockets (no TCP port, no plain-text warning)."""
+def _ipc_kernel_manager(prefix: Path, log: Path) -> type:
+    """A kernel manager that talks to the kernel over local IPC sockets (no TCP port, no plain-text warning), whose
+    socket files live at `prefix`-N in the run's temporary folder (never in the project, even if the run is killed),
+    and whose own stdout/stderr (not the cells' outputs) go to `log` rather than the terminal."""
     from jupyter_client.manager import AsyncKernelManager
 
     class IPCKernelManager(AsyncKernelManager):
         def __init__(self, **kwargs):
-            super().__init__(transport="ipc", **kwargs)
+            super().__init__(transport="ipc", ip=str(prefix), **kwargs)
+
+        async def start_kernel(self, **kwargs):
+            out = log.open("w")
+            kwargs.setdefault("stdout", out)
+            kwargs.setdefault("stderr", out)
+            return await super().start_kernel(**kwargs)
 
     return IPCKernelManager
 
 
-def _hide_injected_parameters(path: Path) -> None:
-    """Pages whose parameters cell is tagged remove-cell get papermill's injected cell removed from the book too."""
+def _finish_notebook(path: Path, notebook: str, output: Path) -> None:
+    """Tidy an executed notebook before it is placed: pages whose parameters cell is tagged remove-cell get
+    papermill's injected cell removed from the book too, and papermill's record of where the run read and wrote
+    holds paths relative to the project, never this machine's folders."""
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
@@ -153,7 +184,12 @@ def _hide_injected_parameters(path: Path) -> None:
         for cell, t in zip(nb.cells, tags):
             if "injected-parameters" in t and "remove-cell" not in t:
                 cell.metadata["tags"] = [*t, "remove-cell"]
-        nbformat.write(nb, path)
+    pm_meta = nb.metadata.get("papermill", {})
+    root = project_root()
+    out = output.resolve()
+    pm_meta["input_path"] = f"notebooks/{notebook}.py"
+    pm_meta["output_path"] = str(out.relative_to(root)) if out.is_relative_to(root) else out.name
+    nbformat.write(nb, path)
 
 
 def copy_book_sources(stage: Path) -> None:
@@ -165,6 +201,7 @@ def copy_book_sources(stage: Path) -> None:
             shutil.rmtree(old) if old.is_dir() else old.unlink()
     for name in BOOK_FILES:
         shutil.copy2(root / name, stage / name)
+    shutil.copytree(root / "_static", stage / "_static", dirs_exist_ok=True)  # the book's CSS
     for page in (root / "book").iterdir():
         if page.suffix != ".ipynb" and not page.name.startswith("."):
             dest = stage / "book" / page.name
@@ -216,11 +253,44 @@ def build_html(stage: Path, quiet: bool = False) -> Path:
     return html / "index.html"
 
 
+def print_plan(profile: str) -> None:
+    """Say what `book` will do before it does it: the pages it executes, what the stage cache holds, the cold cost."""
+    from ..bench.report import cold_seconds
+    from ..core.runtime import cache_dir
+
+    cold, commit = cold_seconds(profile)
+    entries = sum(1 for _ in cache_dir().rglob("*.safetensors")) if cache_dir().is_dir() else 0
+    total = sum(cold.get(n, 0.0) for n in NOTEBOOKS)
+    lines = [f"book (profile {profile}): executes {len(NOTEBOOKS)} pages in order, then builds the HTML book",
+             f"  stage cache {cache_dir()}: {entries} trained stages; a page whose stages are all there only loads them"
+             + ("" if entries else " (empty: every stage trains)"),
+             f"  cold cost (empty cache) as the committed bench measured it at {commit or 'no commit'}: "
+             + (f"about {total / 60:.0f} min on {os.cpu_count()} cores" if total else "not measured")
+             + "".join(f"; {n} {cold[n] / 60:.0f} min" for n in NOTEBOOKS if cold.get(n, 0) >= 60),
+             "  quicker: `python -m redlib book --no-execute` (the committed book as HTML, seconds); "
+             "`make book PROFILE=smoke` (tiny runs, minutes)"]
+    print("\n".join(lines), file=sys.stderr)
+
+
+def verify_results(profile: str, results_dir: str = "results") -> None:
+    """Every page's result files as its run wrote them (one-line ResultFileError naming a file changed by hand)."""
+    from .results import read
+
+    for page in PAGES:
+        res = read(page.name, profile, results_dir)
+        if res.exists:
+            res.verify()
+
+
 def build_book(profile: str = "full", execute_notebooks: bool = True, progress: bool = True) -> Path:
     """Execute every notebook with the profile, then build the HTML strictly; returns index.html."""
     stage = stage_book(profile)
+    if not execute_notebooks:
+        verify_results(profile)
     if execute_notebooks:
-        for notebook in NOTEBOOKS:
+        print_plan(profile)
+        for k, notebook in enumerate(NOTEBOOKS, 1):
+            print(f"page {k} of {len(NOTEBOOKS)}: {notebook}", file=sys.stderr)
             execute(notebook, {"profile": profile}, progress=progress)
     missing = [n for n in NOTEBOOKS if not (stage / "book" / f"{n}.ipynb").exists()]
     if missing:
@@ -254,7 +324,7 @@ def parameter_table() -> "pd.DataFrame":
         for name in cls.param_names():
             default = getattr(cls, name)
             row = {"notebook": notebook, "parameter": name, "description": docs.get(name, ""),
-                   "type": _type_name(types_[name]), "default": repr(default)}
+                   "type": _type_name(types_[name]), "default": "the profile's" if default is None else repr(default)}
             for p in PROFILES:
                 row[f"{p} value"] = repr(cls.PROFILE_DEFAULTS[p].get(name, default)) if default is None else ""
             row["allowed"] = ", ".join(map(str, cls.CHOICES.get(name, PROFILES if name == "profile" else ())))

@@ -20,6 +20,12 @@ from .train import TrainConfig, TrainSettings
 
 PROFILES = ("smoke", "full")
 DEVICE_PATTERN = re.compile(r"^(cpu|auto|mps|cuda(:\d+)?)$")
+MAX_SEEDS = 100  # seeds of one run (the full profile runs 3-5)
+MAX_EPOCHS = 100_000  # the toy experiments run up to 3,000
+MAX_BATCH = 65_536
+MAX_WIDTH = 65_536  # hidden widths, model widths and sequence lengths (ours are at most a few thousand)
+MAX_LAYERS = 64
+MAX_SAMPLES = 10_000_000  # generated samples of one part (the paper's largest set has 80k)
 MAX_SEED = 10**9  # stages seed torch with seed * 100 + i, which must stay far inside 64 bits
 
 
@@ -160,6 +166,14 @@ class NotebookConfig:
             if getattr(self, name) < 1:
                 raise ParameterError(f"parameter {name!r} must be >= 1, got {getattr(self, name)}")
 
+    def require_at_most(self, limit: int, *names: str) -> None:
+        """One-line error for the first of `names` above `limit` (sizes and counts this machine cannot hold or run)."""
+        for name in names:
+            v = getattr(self, name)
+            if v is not None and v > limit:
+                raise ParameterError(f"parameter {name!r} must be <= {limit:,}, got {v:,} (far beyond what this "
+                                     "companion runs; larger values would exhaust memory or time before any result)")
+
     def require_finite(self, *names: str, low: float = 0.0, inclusive: bool = False) -> None:
         """One-line error for the first of `names` that is not a finite number above `low` (or at it, if inclusive)."""
         for name in names:
@@ -193,6 +207,9 @@ class ExperimentConfig(TrainSettings, NotebookConfig):
     def check(self) -> None:
         super().check()
         self.require_positive("n_seeds", "max_epochs", "patience", "batch_size", "virtual_batch")
+        self.require_at_most(MAX_SEEDS, "n_seeds")
+        self.require_at_most(MAX_EPOCHS, "max_epochs", "patience")
+        self.require_at_most(MAX_BATCH, "batch_size", "virtual_batch")
         self.require_finite("lr")
         self.require_finite("weight_decay", inclusive=True)
         if self.virtual_batch % self.batch_size:

@@ -14,6 +14,8 @@ import atexit
 import multiprocessing
 import os
 import signal
+import threading
+import time
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Callable
@@ -21,15 +23,41 @@ from typing import Any, Callable
 import torch
 from tqdm import tqdm
 
+from . import kernels
 from .store import Store
 from .train import progress_enabled
+
+DEFAULT_WORKERS = 2
+MAX_WORKERS = 16  # each worker holds a copy of a page's model and data (about 0.4 GB on the text pages)
+
+
+def worker_count() -> int:
+    """Processes a page trains its independent pieces in: $REDLIB_WORKERS (`--workers` of the CLI), default 2.
+
+    A run option, not a paper parameter: any count gives the same numbers, bit for bit."""
+    text = os.environ.get("REDLIB_WORKERS", str(DEFAULT_WORKERS))
+    if not text.isdigit() or not 1 <= int(text) <= MAX_WORKERS:
+        raise ValueError(f"REDLIB_WORKERS={text!r}: the worker count must be an integer in [1, {MAX_WORKERS}]")
+    return int(text)
+
 
 PieceFn = Callable[[Any, Any, Store], Any]  # fn(cfg, piece, store) -> its results; must be importable (module level)
 _POOL: dict[tuple[int, int], ProcessPoolExecutor] = {}  # (workers, threads) -> the pool of this process
 
 
-def _init_worker(threads: int) -> None:
+def _orphan_watch(parent: int) -> None:
+    """End this worker as soon as the page process that spawned it is gone (killed, timed out, cancelled): a worker
+    never trains on, or holds its memory, for nobody. Entries it was writing are temporary files, never used."""
+    while True:
+        time.sleep(0.5)
+        if os.getppid() != parent:
+            os._exit(1)
+
+
+def _init_worker(threads: int, parent: int) -> None:
+    threading.Thread(target=_orphan_watch, args=(parent,), daemon=True, name="orphan-watch").start()
     torch.set_num_threads(threads)
+    kernels.configure()  # the page's matmul kernels, so a worker's bits equal a serial run's
     os.environ["REDLIB_PROGRESS"] = "0"  # one bar, the parent's
     # an interrupt (Ctrl-C, or a kernel shut down by papermill) reaches the whole process group: a worker then
     # ends quietly, where an idle one would print a KeyboardInterrupt traceback into the page's log
@@ -49,7 +77,7 @@ def pool(workers: int, threads: int) -> ProcessPoolExecutor:
         _POOL.clear()
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # read by the workers' OpenMP at start (this process's has started)
         _POOL[workers, threads] = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                                                      initializer=_init_worker, initargs=(threads,))
+                                                      initializer=_init_worker, initargs=(threads, os.getpid()))
     return _POOL[workers, threads]
 
 

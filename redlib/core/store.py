@@ -47,7 +47,9 @@ class Store:
     def __init__(self, root: str | os.PathLike | None = None):
         self.root = Path(root) if root is not None else cache_dir()
         self.seconds: dict[str, float] = {}  # wall seconds spent computing stages, by kind
-        self.events: list[dict[str, str]] = []  # {"kind", "event": loaded | computed | rebuilt, "why", "entry"} per stage
+        # {"kind", "event": loaded | computed | rebuilt, "why", "entry", "train_seconds"} per stage
+        self.events: list[dict[str, Any]] = []
+        self._header_seconds: float | None = None  # the compute seconds recorded in the entry last loaded
         self._unusable: dict[Path, str] = {}  # entries found unusable in this session, and why
         self._merged: set[str] = set()  # entries another process computed for this one (see `merge`)
 
@@ -81,6 +83,7 @@ class Store:
                 raise ValueError("its contents do not match their checksum" if "sha256" in header
                                  else "it has no content checksum")
             meta = json.loads(header.get("meta", "{}"))
+            self._header_seconds = float(header["train_seconds"]) if "train_seconds" in header else None
         except Exception as err:  # noqa: BLE001 - any unreadable entry is recomputed
             why = f"cache entry {path} is unusable ({err}); removing it and recomputing"
             warnings.warn(why, stacklevel=2)
@@ -89,14 +92,18 @@ class Store:
             return None
         return tensors, meta
 
-    def save(self, kind: str, config: dict[str, Any], tensors: Tensors, meta: dict[str, Any] | None = None) -> Path:
-        """Write an entry atomically (temporary file, then rename)."""
+    def save(self, kind: str, config: dict[str, Any], tensors: Tensors, meta: dict[str, Any] | None = None,
+             train_seconds: float | None = None) -> Path:
+        """Write an entry atomically (temporary file, then rename), with the seconds it took to compute."""
         path = self.path(kind, config)
         path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_orphaned_temporaries(path.parent)
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         data = _writable(tensors)
-        save_file(data, str(tmp), metadata={"key": _canonical(config), "sha256": checksum(data),
-                                            "meta": json.dumps(meta or {}, default=str)})
+        header = {"key": _canonical(config), "sha256": checksum(data), "meta": json.dumps(meta or {}, default=str)}
+        if train_seconds is not None:
+            header["train_seconds"] = f"{train_seconds:.3f}"
+        save_file(data, str(tmp), metadata=header)
         os.replace(tmp, path)
         return path
 
@@ -110,8 +117,7 @@ class Store:
             return hit
         started = self._computing(kind, config)
         tensors, meta = compute()
-        self._spent(kind, started)
-        self.save(kind, config, tensors, meta)
+        self.save(kind, config, tensors, meta, self._spent(started))
         return tensors, meta
 
     def module(
@@ -131,8 +137,7 @@ class Store:
                 self._unusable[self.path(kind, config)] = why.splitlines()[0]
         started = self._computing(kind, config)
         meta = train(model)
-        self._spent(kind, started)
-        self.save(kind, config, model.state_dict(), meta)
+        self.save(kind, config, model.state_dict(), meta, self._spent(started))
         return {**meta, "cached": False}
 
     def merge(self, events: list[dict[str, str]], seconds: dict[str, float]) -> None:
@@ -148,20 +153,63 @@ class Store:
         if entry in self._merged:
             self._merged.discard(entry)
             return
-        self.events.append({"kind": kind, "event": "loaded", "why": "", "entry": entry})
+        self.events.append({"kind": kind, "event": "loaded", "why": "", "entry": entry,
+                            "train_seconds": self._header_seconds})
 
-    def _computing(self, kind: str, config: dict[str, Any]) -> float:
+    def _computing(self, kind: str, config: dict[str, Any]) -> tuple[dict[str, Any], float]:
         path = self.path(kind, config)
         why = self._unusable.pop(path, "")
-        self.events.append({"kind": kind, "event": "rebuilt" if why else "computed", "why": why, "entry": path.name})
-        return time.perf_counter()
+        event = {"kind": kind, "event": "rebuilt" if why else "computed", "why": why, "entry": path.name}
+        self.events.append(event)
+        return event, time.perf_counter()
 
     def rebuilt(self) -> list[dict[str, str]]:
         """The stages this session recomputed because their cache entry was unusable, with the reason."""
         return [e for e in self.events if e["event"] == "rebuilt"]
 
-    def _spent(self, kind: str, started: float) -> None:
-        self.seconds[kind] = self.seconds.get(kind, 0.0) + time.perf_counter() - started
+    def _spent(self, started: tuple[dict[str, Any], float]) -> float:
+        event, t0 = started
+        event["train_seconds"] = spent = time.perf_counter() - t0
+        self.seconds[event["kind"]] = self.seconds.get(event["kind"], 0.0) + spent
+        return spent
+
+    def train_seconds(self) -> tuple[dict[str, float], int]:
+        """What the stages this run used cost to compute, by kind, whether computed now or loaded (the cost recorded
+        in the entry when it was made), and how many loaded stages carry no recorded cost (made before it was kept)."""
+        by_kind: dict[str, float] = {}
+        unknown = 0
+        for e in self.events:
+            if e.get("train_seconds") is None:
+                unknown += 1
+                continue
+            by_kind[e["kind"]] = by_kind.get(e["kind"], 0.0) + float(e["train_seconds"])
+        return by_kind, unknown
+
+
+def remove_orphaned_temporaries(root: Path | None = None) -> None:
+    """Delete the half-written entries that stopped processes left anywhere in the stage cache."""
+    root = root or cache_dir()
+    if root.is_dir():
+        for folder in {p.parent for p in root.rglob("*.tmp*")}:
+            _remove_orphaned_temporaries(folder)
+
+
+def _remove_orphaned_temporaries(folder: Path) -> None:
+    """Delete half-written entries (`*.tmp<pid>`) of processes that no longer run (a run killed mid-write)."""
+    for tmp in folder.glob("*.tmp*"):
+        pid = tmp.suffix.removeprefix(".tmp")
+        if pid.isdigit() and not _alive(int(pid)):
+            tmp.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _writable(tensors: Tensors) -> Tensors:

@@ -19,6 +19,7 @@ import torch
 
 from ..core import measure
 from ..core.claims import load_claims
+from ..core.config import MAX_EPOCHS, MAX_SAMPLES, MAX_WIDTH
 from ..core.metrics import accuracy, macro_f1
 from ..core.runtime import seed_everything
 from ..core.store import Store
@@ -66,6 +67,9 @@ class DecompositionConfig(MixedTaskConfig):
     def check(self) -> None:
         super().check()
         self.require_positive("tagger_hidden", "op_samples", "tagger_epochs", "tagger_samples")
+        self.require_at_most(MAX_WIDTH, "tagger_hidden")
+        self.require_at_most(MAX_EPOCHS, "tagger_epochs")
+        self.require_at_most(MAX_SAMPLES, "op_samples", "tagger_samples")
         self.require_finite("tagger_lr")
         self.require_finite("check_head_lr", inclusive=True)
 
@@ -224,7 +228,7 @@ def train_decomposer(cfg: DecompositionConfig, seed: int, frames: dict[str, pd.D
         res = fit(m, tagging_loss, *[(d["ids"], d["mask"], d["tags"]) for d in data.values()], tc)
         return {"best_epoch": res.best_epoch, "epochs_run": len(res.history)}
 
-    store.module(f"{NAMESPACE}/decomposer", {**key, "backbone": str(bb.path), "train": asdict(tc),
+    store.module(f"{NAMESPACE}/decomposer", {**key, "backbone": bb.identity, "train": asdict(tc),
                                              "hidden": cfg.tagger_hidden, "tags": TAGS, "samples": n,
                                              "init": "seeded"}, model, train)
     return model.eval()

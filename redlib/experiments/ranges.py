@@ -16,7 +16,7 @@ import torch
 
 from ..core import measure
 from ..core.claims import load_claims
-from ..core.config import ParameterError
+from ..core.config import MAX_SEEDS, ParameterError
 from ..core.metrics import confusion
 from ..core.store import Store
 from ..models.backbone import Backbone, BackboneError, block_count, resolve_backbone
@@ -74,6 +74,7 @@ class RangeTaskConfig(RedConfig):
     number_format: str = "whole"
     digits_variant_on: str | None = None
     dataset_size: str | None = None
+    extension_seeds: int = 1
 
     SIZES: ClassVar[dict[str, tuple[int, int, int]]] = SIZES
 
@@ -81,6 +82,8 @@ class RangeTaskConfig(RedConfig):
         super().check()
         if self.k_trainable < 0:
             raise ParameterError(f"parameter 'k_trainable' must be >= 0, got {self.k_trainable}")
+        self.require_positive("extension_seeds")
+        self.require_at_most(MAX_SEEDS, "extension_seeds")
 
     def preflight(self) -> None:
         """The backbone folder holds a model with at least k_trainable blocks; the device exists."""
@@ -99,6 +102,21 @@ class RangeTaskConfig(RedConfig):
         splits = [self.split] + [s for s in str(self.splits_reported).split(",") if s != self.split]
         extra = str(self.digits_variant_on).split(",") if self.number_format == "whole" else []
         return [Setting(sp, self.number_format) for sp in splits] + [Setting(sp, "digits") for sp in extra if sp in splits]
+
+    def seeds_for(self, setting: Setting) -> list[int]:
+        """The seeds a setting runs: all `n_seeds` on the claims' setting (the paper's protocol), the first
+        `extension_seeds` on each extension."""
+        n = len(self.seeds) if setting == self.settings[0] else self.extension_seeds
+        return list(range(self.seed, self.seed + n))
+
+    def runs_label(self) -> str:
+        """Which seeds run on which setting, in words: the paper's protocol first, then the extensions."""
+        main, *ext = self.settings
+        text = f"seeds {self.seeds_for(main)} on the {main.label} setting (the paper's protocol)"
+        if ext:
+            text += (f"; seeds {self.seeds_for(ext[0])} on each extension ({', '.join(st.label for st in ext)}; "
+                     "`extension_seeds` runs more)")
+        return text
 
     @property
     def sizes(self) -> tuple[int, int, int]:

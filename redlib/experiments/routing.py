@@ -17,11 +17,13 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from ..core.config import NotebookConfig, ParameterError
+from ..core.config import (MAX_EPOCHS, MAX_LAYERS, MAX_SAMPLES, MAX_SEEDS, MAX_WIDTH, NotebookConfig,
+                           ParameterError)
 from ..core.runtime import resolve_device, seed_everything
 from ..core.store import Store
 from ..core.train import TrainConfig, fit
 from ..models.moe import PAD, ExpertLM, GatedMoE, LMShape, MLPClassifier, TokenMoE, lm_loss
+from ..red.encoders import digest
 from ..tasks import mnist
 from ..tasks import text_domains as td
 
@@ -94,6 +96,13 @@ class RoutingConfig(NotebookConfig):
                               "digit_pretrain_epochs", "digit_epochs", "domain_pretrain_samples", "domain_moe_samples",
                               "domain_pretrain_epochs", "domain_moe_epochs", "domain_d_model", "domain_layers",
                               "domain_heads", "domain_ff")
+        self.require_at_most(MAX_SEEDS, "n_seeds")
+        self.require_at_most(MAX_EPOCHS, "code_epochs", "digit_pretrain_epochs", "digit_epochs", "domain_pretrain_epochs",
+                             "domain_moe_epochs")
+        self.require_at_most(MAX_WIDTH, "max_len", "code_d_model", "code_heads", "code_ff", "digit_hidden",
+                             "domain_d_model", "domain_heads", "domain_ff", "text_batch", "digit_batch")
+        self.require_at_most(MAX_LAYERS, "code_layers", "domain_layers")
+        self.require_at_most(MAX_SAMPLES, "eval_samples", "code_samples", "domain_pretrain_samples", "domain_moe_samples")
         self.require_finite("text_lr", "digit_lr", "entropy_weight")
         if not 0 <= self.digit_dropout < 1:
             raise ParameterError(f"parameter 'digit_dropout' must be in [0, 1), got {self.digit_dropout}")
@@ -298,7 +307,7 @@ def digit_experiment(cfg: RoutingConfig, seed: int, data: dict[str, tuple[Tensor
                      ) -> tuple[GatedMoE, pd.DataFrame]:
     """Experiment 2: a '0 or 7' expert pretrained alone, then expert 0 (body only) of a 4-expert MoE on 10 classes."""
     is07 = lambda y: torch.isin(y, torch.tensor(TARGET_DIGITS)).long()  # noqa: E731
-    base = {"source": cfg.mnist_data_dir or "embedded", "hidden": cfg.digit_hidden, "dropout": cfg.digit_dropout}
+    base = {"data": {p: digest(x) for p, (x, _) in data.items()}, "hidden": cfg.digit_hidden, "dropout": cfg.digit_dropout}
 
     def train(model: nn.Module, kind: str, key: dict, parts: dict, t: TrainConfig) -> dict:
         return _fit_stage(cfg, model, kind, {**base, **key}, _classify, parts["train"], parts["val"], t, store)

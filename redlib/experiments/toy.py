@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..core import measure
-from ..core.config import ExperimentConfig, ParameterError
+from ..core.config import MAX_WIDTH, ExperimentConfig, ParameterError
 from ..core.metrics import per_group
 from ..core.runtime import generator, seed_everything
 from ..core.store import Store
@@ -43,7 +43,6 @@ class ToyConfig(ExperimentConfig):
     hidden: int = 64
     residual_scale: float = 0.1
     val_fraction: float = 0.2
-    workers: int = 2
 
     NOTEBOOK: ClassVar[str] = "toy_experiments"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -53,7 +52,8 @@ class ToyConfig(ExperimentConfig):
 
     def check(self) -> None:
         super().check()
-        self.require_positive("hidden", "workers")
+        self.require_positive("hidden")
+        self.require_at_most(MAX_WIDTH, "hidden")
         self.require_finite("residual_scale")
         if not 0 < self.val_fraction < 1:
             raise ParameterError(f"parameter 'val_fraction' must be in (0, 1), got {self.val_fraction}")

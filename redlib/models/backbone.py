@@ -8,6 +8,9 @@ blocks run while training (`top`); `top(prefix(x))` equals the full forward to f
 from __future__ import annotations
 
 import copy
+import functools
+import hashlib
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,16 +36,47 @@ def resolve_backbone(name: str) -> Path:
     """'embedded' or a local model folder -> a folder holding config.json and weights (one-line error otherwise)."""
     path = embedded_path() if name == EMBEDDED else Path(name).expanduser()
     if not path.is_dir():
-        raise BackboneError(f"backbone path {str(path)!r} does not exist; pass a local Hugging Face model folder or 'embedded'")
+        state = "is a file, not a folder" if path.exists() else "does not exist"
+        raise BackboneError(f"backbone path {str(path)!r} {state}; pass a local Hugging Face model folder or 'embedded'")
     if not (path / "config.json").exists() or not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
         raise BackboneError(f"backbone path {str(path)!r} holds no model (needs config.json and *.safetensors or *.bin)")
     return path
 
 
+# the files that decide what a model folder computes: config, weights, tokenizer (not READMEs or git metadata)
+IDENTITY_SUFFIXES = (".json", ".safetensors", ".bin", ".txt", ".model", ".tiktoken")
+
+
+def _identity_files(path: Path) -> list[Path]:
+    return sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in IDENTITY_SUFFIXES
+                  and not any(part.startswith(".") for part in p.relative_to(path).parts))
+
+
+def fingerprint(path: Path) -> str:
+    """What a model folder holds, not where: '<model_type>-<sha256 of its config, weight and tokenizer files>'."""
+    files = _identity_files(path)
+    return _fingerprint(path, tuple((f, f.stat().st_size, f.stat().st_mtime_ns) for f in files))
+
+
+@functools.cache
+def _fingerprint(path: Path, files: tuple[tuple[Path, int, int], ...]) -> str:
+    """The hash itself, memoised per folder state (a weight file rewritten in place is hashed again)."""
+    h = hashlib.sha256()
+    for f, _, _ in files:
+        h.update(f.relative_to(path).as_posix().encode() + b"\0")
+        with f.open("rb") as fh:
+            while chunk := fh.read(1 << 24):
+                h.update(chunk)
+        h.update(b"\0")
+    try:
+        model_type = json.loads((path / "config.json").read_text()).get("model_type", "model")
+    except (OSError, ValueError):
+        model_type = "model"
+    return f"{model_type}-{h.hexdigest()[:20]}"
+
+
 def block_count(path: Path) -> int | None:
     """The number of transformer blocks a model folder's config.json declares (None if it names none)."""
-    import json
-
     try:
         cfg = json.loads((path / "config.json").read_text())
     except (OSError, ValueError) as err:
@@ -139,6 +173,11 @@ class Backbone(nn.Module):
             block.requires_grad_(True)
         self._top_init = copy.deepcopy(self.top_blocks().state_dict())
         self.to(device)
+
+    @property
+    def identity(self) -> str:
+        """The model by what it is (type and content hash), for cache keys: the same in any folder or venv."""
+        return fingerprint(self.path.resolve())
 
     def reset_top(self) -> None:
         """Put the trainable blocks back to their pretrained weights (before each independent stage-1 run)."""

@@ -94,12 +94,16 @@ TIME_COLUMNS = ["page", "stage", "seconds", "peak_rss_mb", "wall_seconds", "runs
 
 
 def time_table(times: pd.DataFrame) -> pd.DataFrame:
-    """Seconds per stage kind (columns) of each timed page, with its wall time, peak memory and commit."""
+    """Seconds per stage kind (rows) of each timed page (columns), then its wall time, runs, peak memory and commit:
+    many stage kinds, few pages, so the table is long rather than wide."""
     if times.empty:
         return pd.DataFrame()
     wide = times.pivot_table(index="page", columns="stage", values="seconds", sort=False)
     info = times.groupby("page", sort=False)[["wall_seconds", "runs", "peak_rss_mb", "git_commit"]].first()
-    return wide.join(info.assign(peak_gib=info.pop("peak_rss_mb") / 1024))
+    info = info.assign(peak_gib=info.pop("peak_rss_mb") / 1024)
+    long = wide.join(info).T.astype(object)
+    long.index = [f"{k} s" if k in wide.columns else k.replace("_", " ") for k in long.index]
+    return long.rename_axis("stage / page")
 
 
 def timed_runs(params: dict) -> int:

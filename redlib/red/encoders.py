@@ -87,7 +87,7 @@ class TextEncoder(Encoder):
         super().__init__()
         self.bb, self.n_items, self.dim = bb, len(texts), bb.dim
         self.tokens = bb.tokenize(texts)
-        self._key = {"backbone": str(bb.path), "k": bb.k, "texts": digest(texts)}
+        self._key = {"backbone": bb.identity, "k": bb.k, "texts": digest(texts)}
         self._store, self._kind = store, f"{namespace}/prefix"
         self._prefix: Tensor | None = None
         self.register_buffer("mask", self.tokens.attention_mask.to(bb.device), persistent=False)  # (n_items, T)

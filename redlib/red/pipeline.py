@@ -30,7 +30,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from ..core.config import ExperimentConfig, ParameterError
+from ..core.config import MAX_EPOCHS, MAX_WIDTH, ExperimentConfig, ParameterError
 from ..core.runtime import generator
 from ..core.store import Store
 from ..models.experts import HeadExpert, LowRankLogits, LowRankResidual
@@ -55,11 +55,12 @@ class RedConfig(ExperimentConfig):
     router_hidden: int = 256
     rank_divisor: int = 4
     code_scale: float = 0.1
-    workers: int = 2
 
     def check(self) -> None:
         super().check()
-        self.require_positive("backbone_epochs", "rank_divisor", "workers")
+        self.require_positive("backbone_epochs", "rank_divisor")
+        self.require_at_most(MAX_EPOCHS, "backbone_epochs")
+        self.require_at_most(MAX_WIDTH, "expert_hidden", "router_hidden", "rank_divisor")
         self.require_finite("head_lr", "code_scale")
         if not 0 < self.backbone_fraction <= 1:
             raise ParameterError(f"parameter 'backbone_fraction' must be in (0, 1], got {self.backbone_fraction}")
@@ -155,7 +156,7 @@ def subsample(n: int, fraction: float, seed: int) -> Tensor:
 
 def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int) -> RedRun:
     """All stages for one seed (each loaded from the cache when already computed), as a run record. The small
-    stages train side by side in `cfg.workers` processes; the page then loads them in this order."""
+    stages train side by side in `parallel.worker_count()` processes; the page then loads them in this order."""
     st = Stages(cfg, data, encoder, store, seed)
     head = st.timed("stage 1 (encoder + global head)", st.base)
     feats = st.timed("pooled features", st.features)
@@ -201,7 +202,7 @@ def router_over(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, dom
 
 def _retrain(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, seed: int | None,
              name: str) -> tuple[list[nn.Module], list[dict]]:
-    """Every domain's stage-2 module `name` trained again (side by side in `cfg.workers` processes), with epochs."""
+    """Every domain's stage-2 module `name` trained again (side by side in `parallel.worker_count()` processes), with epochs."""
     st = _restart(cfg, run, encoder, store, seed)
     jobs = [(name, i) for i in range(run.data.n_domains)]
     st.prefetch(jobs, {})

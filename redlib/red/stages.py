@@ -3,7 +3,7 @@
 Stage 1 trains the encoder's top (and runs on the page's threads); every later stage trains a small module on
 stage 1's frozen features. Those small stages are *jobs* ("expert", i), ("router", None), ... whose inputs are
 stage 1's head and features and, for stage 4 and the gates, other jobs' results. `Stages.prefetch` trains the
-jobs that are not cached yet in `cfg.workers` spawned processes with the page's torch thread count, each once
+jobs that are not cached yet in `parallel.worker_count()` spawned processes with the page's torch thread count, each once
 its inputs are done (`core/parallel.py`); the page then loads them from the cache in its usual order, so its
 modules, tables, epochs and cache keys are those of a serial run, bit for bit (`tests/test_pipeline.py`).
 """
@@ -295,9 +295,9 @@ class Stages:
         raise AssertionError(f"job {job} trains nothing")
 
     def prefetch(self, jobs: list[Job], after: dict[Job, list[Job]]) -> None:
-        """Train the jobs that are not cached in `cfg.workers` worker processes (on CPU, workers > 1), side by side,
+        """Train the jobs that are not cached in `parallel.worker_count()` processes (on CPU, when > 1), side by side,
         each once the jobs it comes `after` are done, the first ready in `jobs` first; `get` then loads them."""
-        workers = self.cfg.workers
+        workers = parallel.worker_count()
         if workers <= 1 or self.device.type != "cpu":
             return
         todo = [j for j in jobs if not self.cached(j)]

@@ -37,11 +37,25 @@ def embedded() -> Arrays:
     return x.reshape(-1, 28, 28).astype(np.uint8), y.astype(np.int64)
 
 
+def _read(path: Path, size: int = -1) -> bytes:
+    """The first `size` bytes (all with -1) of a file, gzipped or not; a one-line error if it cannot be read."""
+    try:
+        with (gzip.open if path.suffix == ".gz" else open)(path, "rb") as fh:
+            return fh.read(size)
+    except (OSError, EOFError) as err:
+        raise ParameterError(f"MNIST file {str(path)!r} cannot be read ({type(err).__name__}: {err})") from None
+
+
+def _check_magic(path: Path, raw: bytes) -> None:
+    if len(raw) < 4 or raw[:2] != b"\x00\x00" or raw[2] != 0x08 or raw[3] not in (1, 3):
+        what = "is empty" if not raw else f"has a bad magic number ({raw[:4].hex()})"
+        raise ParameterError(f"{path} is not an MNIST IDX file of unsigned bytes: it {what}")
+
+
 def read_idx(path: Path) -> np.ndarray:
     """One IDX file (gzipped or not) as an array: unsigned bytes, 1 dimension (labels) or 3 (images)."""
-    raw = (gzip.open if path.suffix == ".gz" else open)(path, "rb").read()
-    if len(raw) < 4 or raw[:2] != b"\x00\x00" or raw[2] != 0x08 or raw[3] not in (1, 3):
-        raise ParameterError(f"{path} is not an MNIST IDX file of unsigned bytes (bad magic number {raw[:4].hex()})")
+    raw = _read(path)
+    _check_magic(path, raw)
     dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(raw[3])]
     body = np.frombuffer(raw, np.uint8, offset=4 + 4 * len(dims))
     if body.size != int(np.prod(dims)):
@@ -60,9 +74,12 @@ def check_idx_dir(data_dir: str) -> dict[str, tuple[Path, Path]]:
     found = {stem: _find(folder, stem) for pair in IDX_FILES.values() for stem in pair}
     missing = [stem for stem, path in found.items() if path is None]
     if not folder.is_dir() or missing:
+        state = ("it does not exist" if not folder.exists() else "it is a file, not a folder" if not folder.is_dir()
+                 else f"missing: {', '.join(missing)}")
         raise ParameterError(f"data_dir {str(folder)!r} must be a folder holding the MNIST IDX files "
-                             f"{', '.join(found)} (each may end in .gz); "
-                             + ("it does not exist" if not folder.is_dir() else f"missing: {', '.join(missing)}"))
+                             f"{', '.join(found)} (each may end in .gz); {state}")
+    for path in found.values():  # readable, with an IDX header: checked before any kernel starts
+        _check_magic(path, _read(path, 4))
     return {part: (found[images], found[labels]) for part, (images, labels) in IDX_FILES.items()}
 
 

@@ -156,7 +156,7 @@ def tokenizer_path(name: str) -> Path:
         return embedded_path()
     path = Path(name).expanduser()
     if not path.is_dir():
-        raise ParameterError(f"tokenizer path {str(path)!r} does not exist; pass 'embedded' or a local Hugging Face "
+        raise ParameterError(f"tokenizer path {str(path)!r} {'is a file, not a folder' if path.exists() else 'does not exist'}; pass 'embedded' or a local Hugging Face "
                              "tokenizer folder (e.g. a downloaded gpt2)")
     files = ("tokenizer.json", "vocab.json", "vocab.txt", "tokenizer.model")
     if not any((path / f).exists() for f in files):

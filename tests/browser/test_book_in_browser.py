@@ -1,0 +1,119 @@
+"""The built smoke book as a reader sees it, in headless Chromium at 1400 px: every table and figure fits the
+content column, no error text, NaN, None or unrendered template shows, and every internal link resolves.
+
+Runs after the smoke book is built (`make browser`, part of `make test`); it saves a full-page screenshot of every
+page under `_build/screenshots/` for review. Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs
+them) and selenium.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from redlib.book.pages import PAGES
+from redlib.core.runtime import project_root
+
+WIDTH = 1400
+BOOK = Path(os.environ.get("REDLIB_BOOK_HTML", project_root() / "_build" / "smoke" / "_build" / "html"))
+SHOTS = project_root() / "_build" / "screenshots"
+CHROMIUM, DRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+# Everything measured in the page itself: the content column, what sticks out of it, what reads wrong.
+PROBE = r"""
+const article = document.querySelector('article.bd-article') || document.querySelector('main');
+const col = article.getBoundingClientRect();
+const name = el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') +
+  (el.closest('[id]') ? ' in #' + el.closest('[id]').id : '') +
+  (el.tagName === 'TABLE' && el.querySelector('caption') ? ' "' + el.querySelector('caption').innerText.slice(0, 60) + '"' : '');
+const wide = [];
+for (const el of article.querySelectorAll('table, img, svg, figure')) {  // code blocks scroll, as code does
+  if (el.closest('svg') && el.tagName.toLowerCase() !== 'svg') continue;
+  const r = el.getBoundingClientRect();
+  const width = Math.max(r.width, el.scrollWidth || 0);
+  if (r.width > 0 && (r.left < col.left - 2 || r.left + width > col.right + 2)) {
+    wide.push(name(el) + ' is ' + Math.round(width) + ' px wide, the column ' + Math.round(col.width) + ' px');
+  }
+}
+const cells = [...article.querySelectorAll('td, th, span.pasted-text, .pasted-inline')].map(c => c.innerText.trim());
+const text = article.innerText;
+return {wide: wide, text: text, cells: cells,
+        links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))};
+"""
+BAD_TEXT = ["Traceback", "Error:", "Exception", "{glue", "{{", "}}", "<br>", "&lt;", "&gt;"]
+BAD_CELLS = {"nan", "NaN", "None", "none", "inf", "-inf", "<NA>"}
+
+
+def pages() -> list[str]:
+    """Every page of the book, as its HTML file name."""
+    return [f"book/{p.name}.html" for p in PAGES]
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is a dev dependency: pip install -e .[dev]")
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    assert Path(CHROMIUM).exists() and Path(DRIVER).exists(), \
+        "headless Chromium is needed: apt-get install chromium chromium-driver (.ci/run does this)"
+    assert (BOOK / "book" / "intro.html").exists(), f"no built book at {BOOK}: run `make book PROFILE=smoke` first"
+    opts = Options()
+    opts.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                "--disable-dev-shm-usage", f"--window-size={WIDTH},1000", "--hide-scrollbars",
+                f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+        opts.add_argument(arg)
+    driver = webdriver.Chrome(options=opts, service=Service(DRIVER))
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    yield driver
+    driver.quit()
+
+
+def look(driver, page: str) -> dict:
+    """Load one page, screenshot it whole, and return what the probe found."""
+    driver.set_window_size(WIDTH, 1000)
+    driver.get((BOOK / page).as_uri())
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(WIDTH, min(int(height) + 100, 16000))
+    driver.save_screenshot(str(SHOTS / (Path(page).stem + ".png")))
+    return driver.execute_script(PROBE)
+
+
+def problems(page: str, found: dict) -> list[str]:
+    """What a reader would trip over on `page`, one line each."""
+    out = [f"{page}: {w}" for w in found["wide"]]
+    out += [f"{page}: the text shows {bad!r}" for bad in BAD_TEXT if bad in found["text"]]
+    out += [f"{page}: a table cell or glued value reads {c!r}" for c in sorted(set(found["cells"]) & BAD_CELLS)]
+    for href in found["links"]:
+        if href.startswith(("http", "mailto:", "#", "javascript:")) or not href:
+            continue
+        target = (BOOK / page).parent / href.split("#")[0]
+        if href.split("#")[0] and not target.exists():
+            out.append(f"{page}: the link {href!r} leads nowhere")
+    return out
+
+
+def test_every_page_reads_whole_at_book_width(browser):
+    found = [p for page in pages() for p in problems(page, look(browser, page))]
+    assert not found, "\n".join(found)
+
+
+def test_the_check_fails_on_a_deliberately_over_wide_table(browser, tmp_path):
+    """The probe is not blind: a copy of a page with a 3,000 px table is caught, naming the table."""
+    page = BOOK / "book" / "toy_experiments.html"
+    bad = page.with_name("_overwide_check.html")
+    html = page.read_text()
+    table = '<table id="overwide"><caption>over-wide</caption><tr>' + "".join(
+        f"<td>column {i} with a long header</td>" for i in range(60)) + "</tr></table>"
+    bad.write_text(html.replace('<section id="', table + '<section id="', 1))
+    try:
+        found = problems("book/_overwide_check.html", look(browser, "book/_overwide_check.html"))
+    finally:
+        bad.unlink()
+        (SHOTS / "_overwide_check.png").unlink(missing_ok=True)
+    assert any("table#overwide" in f and "px wide" in f for f in found), found
