@@ -38,15 +38,21 @@ display(Markdown(f"**The paper's {len(table)} claims against our runs** (details
 display(HTML(ledger.summary_html(counts)))
 
 # %% [markdown]
-# ## Two commands
+# ## Two commands, and the quick looks
 #
-# On a fresh machine with Python 3.11+ and `make` (no GPU, no network at run time):
-#
-# ```bash
-# make book   # install into .venv if needed, execute every notebook (full profile), build this HTML book
-# make test   # install if needed, unit tests + every notebook (smoke profile) under nbval + strict book build
-# ```
-#
+# On a fresh machine with Python 3.11+ and `make` (no GPU, no network at run time), `make book` installs
+# into `.venv` if needed, executes every notebook under the paper's protocol and builds this HTML book;
+# `make test` runs the unit tests, every notebook on tiny sizes under nbval, and looks at every page of
+# the built book in a headless browser. Re-executing this book costs hours on a 2-core laptop; to look
+# first, `make html` builds the committed book as it is, and `make book PROFILE=smoke` re-executes every
+# notebook on tiny sizes. What each cost on the machine that ran `make bench`:
+
+# %% tags=["remove-input"]
+from redlib.bench.report import route_costs
+
+plots.styled(route_costs(), caption="The routes to this book and their cost", hide_index=True)
+
+# %% [markdown]
 # One notebook re-runs with other parameters, e.g.
 # `python -m redlib run task1_addition -p seed 3 -p n_seeds 1 --output /tmp/t1.ipynb`; see {ref}`reproduce`.
 #

@@ -31,7 +31,7 @@
 # logits to the base head and its MoE gate mixes those same experts. Both forms are measured;
 # `judged_forms` says which one the claims are judged with.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
 device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
@@ -59,7 +59,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 from tqdm import tqdm
 
-from redlib.book import ledger, pages, plots
+from redlib.book import ledger, pages, plots, runner
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
 from redlib.experiments import mnist
@@ -73,6 +73,9 @@ display(Markdown(
     f"{cfg.backbone_epochs} epochs at lr {cfg.lr:g}, other stages up to {cfg.max_epochs} epochs at lr {cfg.head_lr:g}, "
     f"patience {cfg.patience}; claims judged with the {cfg.judged_forms} forms."))
 
+
+# %% tags=["remove-input", "hide-output"]
+runner.parameters_shown(cfg)
 # %% [markdown]
 # ## Data
 #
@@ -92,7 +95,7 @@ plots.styled(sizes, hide_index=True)
 # router on the domain labels, the MoE's own gate over the classifier experts, the code's MoE gate
 # over its logit experts, and RED stage 4.
 
-# %% tags=["remove-stderr"]
+# %% tags=["hide-input", "remove-stderr"]
 tables, first = [], None
 for s in tqdm(cfg.seeds, desc="MNIST", disable=not progress_enabled()):
     run = mnist.run(cfg, s, data, store)

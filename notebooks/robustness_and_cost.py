@@ -40,7 +40,7 @@
 # integration from the gate, the MoE's experts mixed by RED's router; uniform averaging and the
 # global head do not route and are drawn as references.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the runs of seed, ..., seed+n_seeds-1 of the Task 1, Task 2 and MNIST pages are reused
 device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
@@ -63,7 +63,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 from tqdm import tqdm
 
-from redlib.book import ledger, pages, plots
+from redlib.book import ledger, pages, plots, runner
 from redlib.core.runtime import resolve_device
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
@@ -84,6 +84,9 @@ display(Markdown(
     f"`{cfg.backbone}`, dataset `{src['task1'].dataset_size}` / `{src['task2'].dataset_size}`) and of the MNIST page "
     f"({src['mnist'].data_label}); rank divisors {cfg.ranks}; stability tolerance {cfg.stable_tol}."))
 
+
+# %% tags=["remove-input", "hide-output"]
+runner.parameters_shown(cfg)
 # %% [markdown]
 # ## Runs
 #
@@ -95,7 +98,7 @@ display(Markdown(
 # first `train_seeds` seeds, to keep the page within its time budget: on Task 1 each new residual
 # trains on 64k questions.
 
-# %% tags=["remove-stderr"]
+# %% tags=["hide-input", "remove-stderr"]
 parts: dict[str, list[pd.DataFrame]] = {}
 
 

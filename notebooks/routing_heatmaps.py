@@ -31,7 +31,7 @@
 # The paper reports these as heatmaps without numbers; its claims ledger states each as an
 # ordering: the planted expert gets more of its own domain's routing than of the others'.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
 device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
@@ -73,7 +73,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 from tqdm import tqdm
 
-from redlib.book import ledger, pages, plots
+from redlib.book import ledger, pages, plots, runner
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
 from redlib.experiments import routing as ra
@@ -87,6 +87,9 @@ tok = td.load_tokenizer(cfg.tokenizer)
 display(Markdown(f"Profile **{cfg.profile}**, seeds {cfg.seeds}, tokenizer `{cfg.tokenizer}` "
                  f"({type(tok).__name__}, {len(tok):,} ids), {'causal' if cfg.causal else 'unmasked'} text experts."))
 
+
+# %% tags=["remove-input", "hide-output"]
+runner.parameters_shown(cfg)
 # %% [markdown]
 # ## Setup
 #
@@ -136,7 +139,7 @@ plots.styled(examples, hide_index=True)
 # builds the 4-expert MoE with expert 0 and the embeddings loaded from phase 1 (the other experts,
 # the router and the head fresh) and trains all of it on the four domains.
 
-# %% tags=["remove-stderr"]
+# %% tags=["hide-input", "remove-stderr"]
 code_routes, epochs_1, views = [], [], {}
 for s in tqdm(cfg.seeds, desc="experiment 1", disable=not progress_enabled()):
     moe, corpus, ep = ra.code_experiment(cfg, s, tok, store)
@@ -156,7 +159,7 @@ results.table("code_routing", code_table)
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment 1: mean routing weight and top-1 token share per domain and expert, held-out samples, mean over seeds. Expert 0 is the pretrained code expert.", "name": "fig-ra-code"}, "image": {"alt": "Two heatmaps of routing per domain and expert for the code-expert MoE"}}
 plots.routing_heatmaps({"mean routing weight": rr.heat(code_table, "weight"),
                         "share of top-1 tokens": rr.heat(code_table, "token share")},
-                       "Experiment 1: where the router sends each domain", label="share");
+                       "Experiment 1: where the router sends each domain");
 
 # %% [markdown]
 # Expert 0's share per domain (mean and standard deviation over seeds):
@@ -181,7 +184,7 @@ plots.token_routes(views, 4);
 # The digits are the embedded 5,000 (4,000 to train, 500 to validate, 500 to test) unless
 # `mnist_data_dir` points at full MNIST.
 
-# %% tags=["remove-stderr"]
+# %% tags=["hide-input", "remove-stderr"]
 digits = ra.digit_data(cfg)
 digit_rows, digit_acc, epochs_2 = [], {}, []
 for s in tqdm(cfg.seeds, desc="experiment 2", disable=not progress_enabled()):
@@ -198,7 +201,7 @@ results.table("digit_contrast", contrast)
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment 2: share of test digits whose top expert is each expert, and mean gate weight, per digit (mean over seeds). Expert 0 holds the pretrained '0 or 7' body.", "name": "fig-ra-digits"}, "image": {"alt": "Two heatmaps of gate routing per digit and expert"}}
 plots.routing_heatmaps({"share of test digits (top expert)": rr.heat(digit_table, "top share", "digit"),
                         "mean gate weight": rr.heat(digit_table, "weight", "digit")},
-                       "Experiment 2: where the gate sends each digit", label="share");
+                       "Experiment 2: where the gate sends each digit");
 
 # %% [markdown]
 # Expert 0's usage on digits 0 and 7 against the other digits, per seed (the paper's ratio and
@@ -217,7 +220,7 @@ plots.styled(contrast, hide_index=True)
 # tokens, which rewards using every expert (the paper's "encourage diverse routing"; it gives no
 # formula). Both settings start from the same pretrained experts.
 
-# %% tags=["remove-stderr"]
+# %% tags=["hide-input", "remove-stderr"]
 domain_routes, epochs_3 = [], []
 for s in tqdm(cfg.seeds, desc="experiment 3", disable=not progress_enabled()):
     moes, corpus, ep = ra.domain_experiment(cfg, s, tok, store)

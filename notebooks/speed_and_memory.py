@@ -83,6 +83,30 @@ if bench and "prefix_cache" in bench:
     plots.speedup_vs_bound(qwen, "Qwen3-0.6B-shaped stacks: cache speed-up vs depth");
 
 # %% [markdown]
+# ## The fp32 kernels and how close stage 1 comes to the cores' peak
+#
+# Each run picks its matrix-multiply kernels once, by what the CPU is, after checking a small product
+# against float64 (`redlib/core/kernels.py`): on AMD CPUs with AVX-512, torch's bundled MKL takes its
+# AVX2 path and oneDNN's AVX-512 kernels are about 1.7x faster at fp32 accuracy; on Intel CPUs MKL already
+# runs AVX-512; where the oneDNN path computes in bf16 (CPUs with AMX units) the self-check refuses it. The
+# path taken is in every run's provenance. Stage 1's speed (the top two blocks and the head, forward and
+# backward, at the pipeline's batch) is set against a large fp32 matrix product on the same threads, the
+# most these cores reach in practice:
+
+# %% tags=["hide-input"]
+if bench and "kernels" in bench:
+    k = bench["kernels"]
+    kern = pd.DataFrame([{"kernel path": k["matmul"]["path"], "why": k["matmul"]["why"], "threads": k["threads"],
+                          "stage 1 GFLOP/s": k["stage1_gflops"], "2048² product GFLOP/s": k["gemm_2048_gflops"],
+                          "stage 1 share": f"{k['stage1_share_of_gemm']:.0%}",
+                          "measured at": f"{k['git_commit'][:7]}, {k['measured_at'][:10]}"}])
+    results.table("kernels", kern)
+    display(plots.styled(kern, caption="fp32 matmul kernels and stage 1's throughput (make bench --kernels)",
+                         hide_index=True))
+else:
+    display(Markdown("The kernels have not been measured yet: `python -m redlib bench --kernels`."))
+
+# %% [markdown]
 # ## Experts and routers on cached pooled features
 
 # %% tags=["hide-input"]

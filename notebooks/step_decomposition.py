@@ -36,7 +36,7 @@
 # operands in the other order). Claims are judged with the true programs on the **iid** split; the
 # **isolated** split (no symbolic form in two splits) and the decomposer's programs are extensions.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
 device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
@@ -77,7 +77,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 from tqdm import tqdm
 
-from redlib.book import ledger, pages, plots
+from redlib.book import ledger, pages, plots, runner
 from redlib.core.runtime import resolve_device
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
@@ -94,7 +94,10 @@ display(Markdown(
     f"{cfg.op_samples} training steps per operation, decomposer trained on {cfg.tagger_samples} expressions for up to "
     f"{cfg.tagger_epochs} epochs."))
 
-# %% tags=["remove-stderr"]
+
+# %% tags=["remove-input", "hide-output"]
+runner.parameters_shown(cfg)
+# %% tags=["hide-input", "remove-stderr"]
 tables = []
 for st in cfg.settings:
     for s in tqdm(cfg.seeds_for(st), desc=f"decomposition ({st.label})", disable=not progress_enabled()):

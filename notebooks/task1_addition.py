@@ -37,7 +37,7 @@
 # profile) with early stopping; the data follow the paper's text (`data_source="text"`; the
 # authors' released generator is `data_source="released"`).
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
 device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
@@ -75,7 +75,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 from tqdm import tqdm
 
-from redlib.book import ledger, pages, plots
+from redlib.book import ledger, pages, plots, runner
 from redlib.core.runtime import resolve_device
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
@@ -92,6 +92,9 @@ display(Markdown(
     f"`{cfg.data_source}`, dataset `{cfg.dataset_size}`, stage 1 up to "
     f"{cfg.backbone_epochs} epochs, other stages up to {cfg.max_epochs} epochs with patience {cfg.patience}."))
 
+
+# %% tags=["remove-input", "hide-output"]
+runner.parameters_shown(cfg)
 # %% [markdown]
 # ## Data
 #
@@ -126,7 +129,7 @@ plots.styled(task1.tokenization(bb), hide_index=True)
 # (2-4) of a seed train side by side in worker processes (the run option `--workers`), which give the same bits as one after
 # another.
 
-# %% tags=["remove-stderr"]
+# %% tags=["hide-input", "remove-stderr"]
 tables, cases, first = [], [], None
 for st in cfg.settings:
     for s in tqdm(cfg.seeds_for(st), desc=f"Task 1 ({st.label})", disable=not progress_enabled()):
@@ -196,7 +199,13 @@ plots.styled(t["router_accuracy"].pivot_table(index="run", columns="split_part",
 # (one a Task 2 expression, one on the 40/41 boundary), first seed of each setting, beside the paper's:
 
 # %% tags=["hide-input"]
-plots.styled(t["case_study"][t["case_study"]["seed"] == cfg.seed].drop(columns="seed"), precision=3, hide_index=True)
+cs = t["case_study"][t["case_study"]["seed"] == cfg.seed]
+ours = cs[["query", "run", *[c for c in cs.columns if c.startswith("alpha") or c.endswith("answer")
+                              and not c.startswith("paper")]]]
+display(plots.styled(ours, precision=2, hide_index=True, caption="Our routing weights and answers, first seed"))
+paper = cs.drop_duplicates("query")[["query", *[c for c in cs.columns if c.startswith("paper")]]].dropna()
+display(plots.styled(paper, precision=2, hide_index=True, caption="The paper's routing weights and RED's answers "
+                     "(section 4.11, Qwen3-0.6B)"))
 
 # %% [markdown]
 # ## Confusions of the best and the worst method

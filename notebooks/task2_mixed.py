@@ -27,7 +27,7 @@
 # be in train and test; the overlap is measured below). Our extension, the **isolated** split, gives
 # each symbolic form (say "12-5+9", in any phrasing) to one split only.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
 device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
@@ -62,7 +62,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 from tqdm import tqdm
 
-from redlib.book import ledger, pages, plots
+from redlib.book import ledger, pages, plots, runner
 from redlib.core.runtime import resolve_device
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
@@ -79,6 +79,9 @@ display(Markdown(
     f"`{cfg.step_mix}`, dataset `{cfg.dataset_size}`, stage 1 up to {cfg.backbone_epochs} epochs, other stages up to "
     f"{cfg.max_epochs} epochs with patience {cfg.patience}."))
 
+
+# %% tags=["remove-input", "hide-output"]
+runner.parameters_shown(cfg)
 # %% [markdown]
 # ## Data
 #
@@ -103,7 +106,7 @@ plots.styled(task2.data_table(cfg), hide_index=True)
 # stage and global head on 10% of train, the range experts (classifier experts, RED residuals, the
 # code's logit experts), the router on range labels, the MoE's own gate, and RED stage 4.
 
-# %% tags=["remove-stderr"]
+# %% tags=["hide-input", "remove-stderr"]
 tables, first = [], None
 for st in cfg.settings:
     for s in tqdm(cfg.seeds_for(st), desc=f"Task 2 ({st.label})", disable=not progress_enabled()):

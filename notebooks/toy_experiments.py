@@ -24,7 +24,7 @@
 # This page re-runs all three experiments over several seeds and checks each of the
 # paper's seven toy claims against what we measure.
 
-# %% tags=["parameters"]
+# %% tags=["parameters", "remove-cell"]
 profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
 device = "cpu"  # the toys are tiny: they always train on the CPU
@@ -45,8 +45,7 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from redlib.book import ledger, pages, plots
-from redlib.core.metrics import seed_summary
+from redlib.book import ledger, pages, plots, runner
 from redlib.core.parallel import worker_count
 from redlib.core.store import Store
 from redlib.experiments import toy
@@ -58,6 +57,9 @@ torch.set_num_threads(1)  # tiny models: one thread is faster and keeps runs bit
 display(Markdown(f"Running profile **{cfg.profile}** with seeds {cfg.seeds}, up to {cfg.max_epochs} epochs "
                  f"(patience {cfg.patience}), AdamW lr {cfg.lr}, weight decay {cfg.weight_decay}."))
 
+
+# %% tags=["remove-input", "hide-output"]
+runner.parameters_shown(cfg)
 # %% [markdown]
 # ## Setup
 #
@@ -86,7 +88,7 @@ plots.styled(domain_table, hide_index=True)
 # Every seed trains experiments A, B and C; they are independent, so worker processes (the run option `--workers`) train
 # them side by side (each with one thread, as a serial run would: the numbers are the same).
 
-# %% tags=["remove-stderr"]
+# %% tags=["hide-input", "remove-stderr"]
 t = toy.run_all(cfg, store, worker_count())
 evals_a, weights_a, evals_b, evals_c, sizes_c, curves_a, curves_b, curves_c = (
     t[k] for k in ("evals_a", "weights_a", "evals_b", "evals_c", "sizes_c", "curves_a", "curves_b", "curves_c"))
@@ -104,7 +106,8 @@ for name, df in {"a_linear_eval": evals_a, "a_linear_weights": weights_a, "b_mlp
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(seed_summary(weights_a, ["expert"], ["w1", "w2", "b"]), precision=5)
+plots.styled(plots.mean_sd(weights_a, ["expert"], ["w1", "w2", "b"], decimals=4),
+             caption="Experiment A: each linear expert's weights, mean ± sd over seeds")
 
 
 # %% tags=["hide-input"]

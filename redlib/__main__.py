@@ -54,6 +54,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default=None, help="output folder (default results/bench, or results/bench/smoke)")
     bench.add_argument("--profiles", default=None,
                        help="profiles whose notebooks are timed cold, e.g. smoke (default: smoke,full; smoke only with --smoke)")
+    bench.add_argument("--kernels", action="store_true",
+                       help="measure only the fp32 kernels' stage-1 GFLOP/s and update that entry of bench.json")
     bench.add_argument("--notebooks", default=None,
                        help="re-time only these notebooks (comma-separated), one cold pass per profile, and update "
                             "their entries in an existing bench.json")
@@ -125,7 +127,13 @@ def main(argv: list[str] | None = None) -> int:
             profiles = args.profiles.split(",") if args.profiles else None
             for p in profiles or []:
                 runner.stage_dir(p)  # validates each profile name before anything runs
-            if args.notebooks:
+            if args.kernels:
+                from .bench.run import update_kernels
+
+                k = update_kernels(out)["kernels"]
+                print(f"bench updated: {out / 'bench.json'} (kernels: {k['matmul']['path']}, stage 1 "
+                      f"{k['stage1_gflops']:.0f} GFLOP/s, {k['stage1_share_of_gemm']:.0%} of a large product's)")
+            elif args.notebooks:
                 from .bench.run import update_pages
                 from .book.pages import config_for
 

@@ -34,10 +34,10 @@ def test_bench_smoke_mode_writes_a_complete_report(tmp_path):
 def test_bench_times_exactly_the_makefile_test_recipes():
     makefile = (project_root() / "Makefile").read_text()
     recipes = []
-    for target in ("unit", "notebooks"):
+    for target in ("unit", "notebooks", "browser"):
         block = re.search(rf"^{target}:.*\n((?:\t.*\n)+)", makefile, re.M).group(1)
         recipes += [line.strip().replace("$(PY)", "{python}") for line in block.splitlines()]
-    assert re.search(r"^test:.*\bunit notebooks$", makefile, re.M)
+    assert re.search(r"^test:.*\bunit notebooks browser$", makefile, re.M)
     assert recipes == SMOKE_TEST_COMMANDS
 
 

@@ -93,23 +93,29 @@ def test_every_experiment_page_has_one_budget_and_the_bench_judges_it(bench):
             assert rows[hit[0]]["met"] == ("yes" if minutes <= b.minutes else "no")
 
 
+def _mnist_budget() -> int:
+    return next(b.minutes for b in report.BUDGETS if b.pages == ("mnist_label5",))
+
+
 def test_a_budget_timed_before_todays_profile_says_so():
     now = report.config_for("mnist_label5").from_params(profile="full").asdict()
-    timing = {"wall_seconds": 600.0, "parameters": {**now, "n_seeds": 1}}
+    budget = _mnist_budget()
+    timing = {"wall_seconds": 120.0 * budget, "parameters": {**now, "n_seeds": 1}}  # twice the budget
     bench = {"notebooks": {"full": {"per_notebook": {"mnist_label5": timing}}}}
     (row,) = report.page_budgets(bench)
     assert row["target"] == "cold full profile of mnist_label5 (timed before today's profile of mnist_label5)"
-    assert row["met"] == "no" and row["gap"].startswith("missed by 5 min")
+    assert row["met"] == "no" and row["gap"].startswith(f"missed by {budget} min")
 
 
 def test_a_missed_budget_says_where_its_time_goes():
     now = report.config_for("mnist_label5").from_params(profile="full").asdict()
-    timing = {"wall_seconds": 600.0, "parameters": now,
-              "stage_seconds": {"mnist/stage1": 300.0, "mnist/router": 60.0, "mnist/expert": 120.0}}
+    wall = 120.0 * _mnist_budget()  # twice the budget; stage 1 half of it, so not more than the budget alone
+    timing = {"wall_seconds": wall, "parameters": now,
+              "stage_seconds": {"mnist/stage1": 0.5 * wall, "mnist/router": 0.1 * wall, "mnist/expert": 0.2 * wall}}
     (row,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": timing}}}})
     runs = now["n_seeds"]
     assert row["met"] == "no" and row[report.WHERE] == (
-        f"mnist_label5: {runs} runs of {10 / runs:.1f} min, largest stages mnist/stage1 50%, mnist/expert 20%")
+        f"mnist_label5: {runs} runs of {wall / 60 / runs:.1f} min, largest stages mnist/stage1 50%, mnist/expert 20%")
     (met,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": {**timing, "wall_seconds": 60.0}}}}})
     assert met["met"] == "yes" and met[report.WHERE] == ""
 

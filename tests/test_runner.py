@@ -7,9 +7,12 @@ def test_smoke_stage_copies_pages_and_drops_stale_ones(tmp_path, monkeypatch):
     for name in runner.BOOK_FILES:
         (root / name).write_text(f"# {name}\n")
     (root / "book" / "page.md").write_text("# page\n")
+    (root / "_static").mkdir()
+    (root / "_static" / "custom.css").write_text("table {}\n")
     monkeypatch.setenv("REDLIB_ROOT", str(root))
     stage = runner.stage_book("smoke")
     assert stage == root / "_build" / "smoke" and (stage / "book" / "page.md").exists()
+    assert (stage / "_static" / "custom.css").read_text() == "table {}\n"  # the book's CSS goes with it
     (stage / "book" / "gone.md").write_text("# a page removed from book/\n")
     (stage / "book" / "kept.ipynb").write_text("{}")  # executed notebooks are the runner's, not copies
     runner.stage_book("smoke")

@@ -36,6 +36,33 @@ def cold_seconds(profile: str, path: Path | None = None) -> tuple[dict[str, floa
     return {name: t["wall_seconds"] for name, t in per.items()}, (commits[-1][1][:12] if commits else "")
 
 
+def route_costs(path: Path | None = None) -> pd.DataFrame:
+    """The README's routes to the book with what each cost on the bench machine (the committed bench), for the
+    intro: empty when no bench has been run."""
+    from ..core.runtime import project_root
+
+    bench = load(path or project_root() / "results" / "bench" / "bench.json")
+    if not bench:
+        return pd.DataFrame()
+    nb = bench.get("notebooks", {})
+
+    def cold(profile: str) -> str:
+        per = (nb.get(profile) or {}).get("per_notebook", {})
+        total = sum(t["wall_seconds"] for t in per.values()) + (nb.get(profile) or {}).get("book_build_seconds", 0)
+        return f"{total / 60:.0f} min from an empty stage cache" if total >= 60 else f"{total:.0f} s"
+
+    test = (bench.get("smoke_test_command") or {}).get("total_seconds")
+    build = (nb.get("full") or {}).get("book_build_seconds")
+    machine = bench.get("machine", {})
+    where = f"{machine.get('cpu_count', '?')} cores, commit {str(bench.get('git_commit', ''))[:7]} and later page updates"
+    rows = [("make html", "the committed book as HTML, nothing executed", f"{build:.0f} s of building" if build else "-"),
+            ("make book PROFILE=smoke", "every notebook on tiny sizes, then the book", cold("smoke")),
+            ("make book", "every notebook under the paper's protocol: this book", cold("full")),
+            ("make test", "unit tests, nbval on the smoke notebooks, the book in a browser",
+             f"{test / 60:.0f} min (timed at the bench's commit)" if test else "-")]
+    return pd.DataFrame(rows, columns=["command", "what it does", f"cost measured by make bench ({where})"])
+
+
 def span(t: dict) -> str:
     """'median (min-max)' of a timing entry, in seconds."""
     return f"{t['median']:.3f} ({t['min']:.3f}-{t['max']:.3f})"

@@ -167,6 +167,52 @@ def throughput(n: int, reps: int) -> dict:
                        "moe_experts_and_router": sum(p.numel() for p in [*moe.parameters(), *router.parameters()])}}
 
 
+def kernel_throughput(reps: int = 5, batch: int = 64, tokens: int = 12) -> dict:
+    """Stage 1's fp32 GFLOP/s (top 2 blocks + head, forward and backward, the pipeline's batch) on the kernels this
+    process chose, against a large fp32 matrix product on the same threads (the most these cores reach)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from ..core import kernels
+
+    record = kernels.configure()
+    torch.manual_seed(0)
+    bb = Backbone("embedded", 2)
+    head = nn.Linear(bb.dim, N_CLASSES)
+    h, mask = torch.randn(batch, tokens, bb.dim), torch.ones(batch, tokens, dtype=torch.long)
+    y = torch.randint(N_CLASSES, (batch,), generator=torch.Generator().manual_seed(0))
+
+    def step() -> None:
+        F.cross_entropy(head(bb.forward_top(h, mask)), y).backward()
+
+    with FlopCounterMode(display=False) as counter:
+        step()
+    flops = counter.get_total_flops()
+    for _ in range(3):
+        step()
+    t = timed(lambda: [step() for _ in range(10)], reps)
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    for _ in range(2):
+        a @ b
+    g = timed(lambda: [a @ b for _ in range(5)], reps)
+    stage1 = 10 * flops / t["median"] / 1e9
+    gemm = 5 * 2 * 2048**3 / g["median"] / 1e9
+    return {"matmul": record, "threads": torch.get_num_threads(), "batch": batch, "tokens": tokens,
+            "stage1_flops_per_step": flops, "stage1_gflops": stage1, "gemm_2048_gflops": gemm,
+            "stage1_share_of_gemm": stage1 / gemm, "stage1_step": t, "gemm": g}
+
+
+def update_kernels(out: Path) -> dict:
+    """Measure `kernel_throughput` and update only that entry of <out>/bench.json."""
+    path = out / "bench.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path} does not exist: run the whole bench (`make bench`) once first")
+    report = json.loads(path.read_text())
+    report["kernels"] = {**kernel_throughput(), "git_commit": git_commit(),
+                         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    path.write_text(json.dumps(jsonable(report), indent=2) + "\n")
+    return report
+
+
 def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = None, cache: Path | None = None,
                    warm_from: Path | None = None) -> dict:
     """Cold wall time and kernel peak memory of each notebook (fresh results folder and cache: `cache` if given,
@@ -256,9 +302,10 @@ def book_build_seconds(workdir: Path) -> float:
 # The recipes of the Makefile's `unit` and `notebooks` targets (`make test`), `$(PY)` written as {python};
 # tests/test_bench.py checks that the two stay the same.
 SMOKE_TEST_COMMANDS = [
-    "{python} -m pytest -q tests",
+    "{python} -m pytest -q tests --ignore=tests/browser",
     "{python} -m redlib book --profile smoke",
     "{python} -m pytest -q -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg tests/nbval/*.ipynb",
+    "{python} -m pytest -q -p no:cacheprovider tests/browser",
 ]
 
 
@@ -357,6 +404,7 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
             "qwen_shape": QWEN_SHAPE, "pipeline_batch": Task1Config().batch_size, "paper_batch": PAPER_BATCH})
         step("features_cache", lambda: features_vs_recompute(4 * n, 64, reps))
         step("throughput", lambda: throughput(8 * n, reps))
+        step("kernels", lambda: kernel_throughput(reps))
         report["notebooks"] = {}
         for p in profiles:
             # the smoke profile is cheap enough to repeat; a full cold pass takes most of an hour

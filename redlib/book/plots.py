@@ -19,6 +19,9 @@ def set_style() -> None:
     plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.titleweight": "bold", "figure.autolayout": False})
 
 
+MIN_SPAN = 2.0  # the smallest y range a prediction plot shows, in sum units: differences below it are float noise
+
+
 def prediction_curves(df: pd.DataFrame, title: str, bands: list[tuple[int, int]] | None = None):
     """Predicted vs true sum along each line of `df` (columns line, a, model, prediction, truth); one panel a line."""
     lines = list(dict.fromkeys(df["line"]))
@@ -31,9 +34,15 @@ def prediction_curves(df: pd.DataFrame, title: str, bands: list[tuple[int, int]]
         truth = part.drop_duplicates("a")
         ax.plot(truth["a"], truth["truth"], "k--", linewidth=1.5, label="truth")
         ax.set(title=line, xlabel="a", ylabel="200 * prediction  (the sum a + b)")
-        ax.legend(fontsize=8, ncols=2)
+        lo, hi = ax.get_ylim()
+        if hi - lo < MIN_SPAN:  # predictions equal to float precision: pin the axis instead of drawing the noise
+            mid = (hi + lo) / 2
+            ax.set_ylim(mid - MIN_SPAN / 2, mid + MIN_SPAN / 2)
+        ax.get_legend().remove()
+    handles, labels = ax.get_legend_handles_labels()
     fig.suptitle(title)
     fig.tight_layout()
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=5, fontsize=8, frameon=False)
     return fig
 
 
@@ -62,7 +71,8 @@ def method_bars(overall: pd.DataFrame, title: str):
     fig, ax = plt.subplots(figsize=(10, 3.8))
     sns.barplot(overall, x="method", y="accuracy", hue="run", errorbar="sd", ax=ax)
     ax.set(xlabel="", ylabel="test accuracy", ylim=(0, 1), title=title)
-    ax.tick_params(axis="x", rotation=20)
+    plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
+    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, title="setting")
     fig.tight_layout()
     return fig
 
@@ -75,6 +85,7 @@ def step_lines(df: pd.DataFrame, x: str, hue: str, title: str, col: str | None =
     grid.set_axis_labels(x, "final-answer accuracy")
     grid.figure.suptitle(title, fontweight="bold")
     grid.figure.tight_layout()
+    sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, frameon=False)  # below, off the data
     return grid.figure
 
 
@@ -117,6 +128,16 @@ def number(x, digits: int = 3) -> str:
         return f"{x:.{max(digits - 1, 0)}e}"
     decimals = max(digits - 1 - math.floor(math.log10(abs(x))), 0)
     return f"{x:.{decimals}f}"
+
+
+def mean_sd(df: pd.DataFrame, by: list[str], values: list[str], decimals: int = 3, seed_col: str = "seed") -> pd.DataFrame:
+    """'mean ± sd' over seeds of each value column per `by` group, both to `decimals` places, and the seed count: one
+    readable column per quantity instead of four (mean, std, min, max)."""
+    g = df.groupby(by, sort=False)
+    mean, sd = g[values].mean(), g[values].std(ddof=1)
+    out = pd.DataFrame({v: [f"{m:.{decimals}f}" + ("" if s != s else f" ± {s:.{decimals}f}") for m, s in
+                            zip(mean[v], sd[v])] for v in values}, index=mean.index)
+    return out.assign(seeds=g[seed_col].nunique())
 
 
 def styled(df: pd.DataFrame, precision: int = 3, caption: str | None = None, hide_index: bool = False):
@@ -173,13 +194,15 @@ def red_diagram():
 def perturbation_curves(sweep: pd.DataFrame, title: str):
     """Accuracy against strength per method, one panel per perturbation (columns) and task (rows), sd over seeds."""
     data = sweep[sweep["perturbation"] != "none"]
-    grid = sns.relplot(data, x="strength", y="accuracy", hue="method", style="method", row="task", col="perturbation",
-                       kind="line", errorbar="sd", markers=True, dashes=False, height=2.8, aspect=1.15,
+    data = data.assign(panel=data["task"].astype(str) + ": " + data["perturbation"].astype(str))
+    grid = sns.relplot(data, x="strength", y="accuracy", hue="method", style="method", col="panel", col_wrap=2,
+                       kind="line", errorbar="sd", markers=True, dashes=False, height=3.0, aspect=1.6,
                        facet_kws={"sharex": False})
     grid.set(ylim=(0, 1.02))
-    grid.set_titles("{row_name}: {col_name}", size=9)
+    grid.set_titles("{col_name}", size=10)
     grid.figure.suptitle(title, fontweight="bold")
     grid.figure.tight_layout()
+    sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)  # below, off the titles
     return grid.figure
 
 
@@ -199,12 +222,13 @@ def change_heatmaps(df: pd.DataFrame, title: str):
     return fig
 
 
-def routing_heatmaps(tables: dict[str, pd.DataFrame], title: str, label: str = "mean routing weight"):
-    """One annotated [0, 1] heatmap per table (rows: domains or digits, columns: experts), side by side."""
+def routing_heatmaps(tables: dict[str, pd.DataFrame], title: str, label: str | None = None):
+    """One annotated [0, 1] heatmap per table (rows: domains or digits, columns: experts), side by side; each colour
+    bar names its own panel's quantity (the panel's title) unless `label` names one for all."""
     fig, axes = plt.subplots(1, len(tables), figsize=(5.6 * len(tables), 0.4 * max(len(t) for t in tables.values()) + 2.2),
                              squeeze=False)
     for ax, (name, table) in zip(axes[0], tables.items()):
-        accuracy_heatmap(table, name, ax=ax, label=label)
+        accuracy_heatmap(table, name, ax=ax, label=label or name)
         ax.set(xlabel="expert")
         ax.tick_params(axis="y", rotation=0)
     fig.suptitle(title, fontweight="bold")

@@ -311,6 +311,24 @@ def parameter_docs(notebook: str) -> dict[str, str]:
     return docs
 
 
+def _shown(value: Any) -> str:
+    """A parameter value for a reader: its Python literal, or 'unset' (see its description) for None."""
+    return "unset" if value is None else repr(value)
+
+
+def parameters_shown(cfg):
+    """This run's parameters for a reader: name, value and what it does (a page's `parameters` cell, resolved)."""
+    import pandas as pd
+
+    from .plots import styled
+
+    docs, changed = parameter_docs(cfg.NOTEBOOK), cfg.non_default()
+    rows = [{"parameter": name, "value": _shown(value) + (" (changed)" if name in changed else ""),
+             "what it does": docs.get(name, "")} for name, value in cfg.asdict().items()]
+    return styled(pd.DataFrame(rows), caption=f"Parameters of this run (profile {cfg.profile}); re-run with "
+                  f"`python -m redlib run {cfg.NOTEBOOK} -p NAME VALUE`", hide_index=True)
+
+
 def parameter_table() -> "pd.DataFrame":
     """Every parameter of every experiment notebook: description, type, default, smoke and full values, allowed values."""
     import pandas as pd
@@ -326,7 +344,7 @@ def parameter_table() -> "pd.DataFrame":
             row = {"notebook": notebook, "parameter": name, "description": docs.get(name, ""),
                    "type": _type_name(types_[name]), "default": "the profile's" if default is None else repr(default)}
             for p in PROFILES:
-                row[f"{p} value"] = repr(cls.PROFILE_DEFAULTS[p].get(name, default)) if default is None else ""
+                row[f"{p} value"] = _shown(cls.PROFILE_DEFAULTS[p].get(name, default)) if default is None else ""
             row["allowed"] = ", ".join(map(str, cls.CHOICES.get(name, PROFILES if name == "profile" else ())))
             rows.append(row)
     return pd.DataFrame(rows)

@@ -44,10 +44,3 @@ def confusion(y_true, y_pred, labels: Sequence) -> pd.DataFrame:
     """Confusion matrix as a DataFrame (rows: truth, columns: prediction)."""
     m = confusion_matrix(np.asarray(y_true), np.asarray(y_pred), labels=list(labels))
     return pd.DataFrame(m, index=pd.Index(labels, name="true"), columns=pd.Index(labels, name="predicted"))
-
-
-def seed_summary(df: pd.DataFrame, by: Sequence[str], values: Sequence[str], seed_col: str = "seed") -> pd.DataFrame:
-    """Mean, standard deviation, min and max over seeds of each value column, per `by` group."""
-    agg = df.groupby(list(by), sort=False)[list(values)].agg(["mean", "std", "min", "max"])
-    n = df.groupby(list(by), sort=False)[seed_col].nunique().rename(("seeds", ""))
-    return agg.join(n)
