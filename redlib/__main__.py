@@ -97,10 +97,9 @@ def main(argv: list[str] | None = None) -> int:
                         raise ParameterError(f"workers must be a positive integer, got {given[-1]!r}")
                     args.workers = int(given[-1])
             _set_workers(args.workers)
-            from .book.runner import writable_folder
             from .core.runtime import cache_dir
 
-            writable_folder(cache_dir(), "the stage cache (REDLIB_CACHE)")
+            runner.writable_folder(cache_dir(), "the stage cache (REDLIB_CACHE)")
         if args.command == "run":
             params = runner.placement(args.notebook, runner.parse_params(args.notebook, args.parameter), args.output,
                                       args.publish)

@@ -236,6 +236,8 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
         out[name] = {"wall_seconds": time.perf_counter() - t, "kernel_seconds": prov["wall_seconds"],
                      "git_commit": prov.get("git_commit"), "parameters": prov.get("parameters"),
                      "run_options": prov.get("run_options"), "peak_rss_mb": prov["peak_rss_mb"],
+                     "peak_rss_mb_with_workers": prov.get("peak_rss_mb_with_workers"),
+                     "cpu_seconds": prov.get("cpu_seconds"),
                      "stage_seconds": (prov.get("stages") or {}).get("computed_seconds_by_kind", {}),
                      "cache_at_start": start}
     return out
