@@ -55,7 +55,8 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--profiles", default=None,
                        help="profiles whose notebooks are timed cold, e.g. smoke (default: smoke,full; smoke only with --smoke)")
     bench.add_argument("--test-command", action="store_true",
-                       help="time only the README's test command (make test's steps, fresh stage cache) and update that entry")
+                       help="time only the README's test command (make test's steps, fresh stage cache) and update "
+                            "that entry")
     bench.add_argument("--kernels", action="store_true",
                        help="measure only the fp32 kernels' stage-1 GFLOP/s and update that entry of bench.json")
     bench.add_argument("--notebooks", default=None,

@@ -54,8 +54,9 @@ def route_costs(path: Path | None = None) -> pd.DataFrame:
     test = (bench.get("smoke_test_command") or {}).get("total_seconds")
     build = (nb.get("full") or {}).get("book_build_seconds")
     machine = bench.get("machine", {})
-    where = f"{machine.get('cpu_count', '?')} cores, commit {str(bench.get('git_commit', ''))[:7]} and later page updates"
-    rows = [("make html", "the committed book as HTML, nothing executed", f"{build:.0f} s of building" if build else "-"),
+    where = f"{machine.get('cpu_count', '?')} cores, commit {str(bench.get('git_commit', ''))[:7]} and later updates"
+    rows = [("make html", "the committed book as HTML, nothing executed",
+             f"{build:.0f} s of building" if build else "-"),
             ("make book PROFILE=smoke", "every notebook on tiny sizes, then the book", cold("smoke")),
             ("make book", "every notebook under the paper's protocol: this book", cold("full")),
             ("make test", "unit tests, nbval on the smoke notebooks, the book in a browser",
