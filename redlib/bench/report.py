@@ -51,7 +51,8 @@ def route_costs(path: Path | None = None) -> pd.DataFrame:
         total = sum(t["wall_seconds"] for t in per.values()) + (nb.get(profile) or {}).get("book_build_seconds", 0)
         return f"{total / 60:.0f} min from an empty stage cache" if total >= 60 else f"{total:.0f} s"
 
-    test = (bench.get("smoke_test_command") or {}).get("total_seconds")
+    tc = bench.get("smoke_test_command") or {}
+    test, test_at = tc.get("total_seconds"), str(tc.get("git_commit") or bench.get("git_commit", ""))[:7]
     build = (nb.get("full") or {}).get("book_build_seconds")
     machine = bench.get("machine", {})
     where = f"{machine.get('cpu_count', '?')} cores, commit {str(bench.get('git_commit', ''))[:7]} and later updates"
@@ -60,7 +61,7 @@ def route_costs(path: Path | None = None) -> pd.DataFrame:
             ("make book PROFILE=smoke", "every notebook on tiny sizes, then the book", cold("smoke")),
             ("make book", "every notebook under the paper's protocol: this book", cold("full")),
             ("make test", "unit tests, nbval on the smoke notebooks, the book in a browser",
-             f"{test / 60:.0f} min (timed at the bench's commit)" if test else "-")]
+             f"{test / 60:.0f} min (timed at {test_at})" if test else "-")]
     return pd.DataFrame(rows, columns=["command", "what it does", f"cost measured by make bench ({where})"])
 
 
