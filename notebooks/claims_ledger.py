@@ -21,8 +21,10 @@
 #
 # - **value**: holds when every seed lies within 0.05 of the paper's number (for per-range lists:
 #   every range's mean); partly when some do;
-# - **order**: holds when the claimed ordering holds in every seed; partly when it holds in some
-#   seeds or in the mean;
+# - **order**: holds when every compared pair is decided the claimed way by paired seeds (the mean
+#   per-seed difference exceeds its standard deviation); a difference inside that spread is a **tie**
+#   (partly), one decided the other way does not hold. Orders recorded without per-seed values (runs
+#   before this rule) keep the older reading: holds in every seed, partly in some seeds or the mean;
 # - **bound**: holds when every seed lies inside the stated range; partly when some do.
 #
 # Claims no notebook measures yet say **not measured**. Each measured row links to the section
@@ -40,13 +42,31 @@ results_dir = "results"  # where the notebooks wrote their results
 # NBVAL_CHECK_OUTPUT
 from IPython.display import HTML, Markdown, display
 
-from redlib.book import ledger, pages
+from redlib.book import ledger, pages, plots
 
 cfg, results = pages.start("claims_ledger", globals())
 table = ledger.table(ledger.collect(cfg.results_dir, cfg.profile))
 counts = ledger.summary(table)
 results.table("ledger", table)
 display(HTML(ledger.summary_html(counts)))
+
+# %% [markdown]
+# ## Verdicts that changed since the previous publication
+#
+# Order claims are now decided by paired seeds: "A > B" holds only when the mean of the per-seed differences
+# exceeds their spread (standard deviation); a smaller difference is a **tie**, counted as partly, and a tie
+# where both sides sit at 0.995 or above is untestable at that ceiling. The table lists every claim whose verdict
+# moved, with the cause.
+
+# %% tags=["hide-input"]
+from redlib.core.runtime import project_root
+
+moved = ledger.changes(table, project_root() / "results" / "verdicts_before.csv")
+results.table("changes", moved)
+if len(moved):
+    display(plots.styled(moved, hide_index=True, caption="Verdicts that changed, and why"))
+else:
+    display(Markdown("No verdict changed."))
 
 # %% [markdown]
 # ## Every claim

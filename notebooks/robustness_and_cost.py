@@ -64,10 +64,11 @@ from IPython.display import Markdown, display
 from tqdm import tqdm
 
 from redlib.book import ledger, pages, plots, runner
+from redlib.book.results import published_costs
 from redlib.core.runtime import resolve_device
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
-from redlib.experiments import mnist, task1
+from redlib.experiments import task1
 from redlib.experiments import robustness as rb
 from redlib.experiments import robustness_report as rr
 from redlib.models.backbone import Backbone
@@ -78,7 +79,6 @@ cfg, results = pages.start("robustness_and_cost", globals(), store)
 plots.set_style()
 src = cfg.sources()
 bb = Backbone(cfg.backbone, src["task1"].k_trainable, device=resolve_device(cfg.device))
-digits = mnist.load(src["mnist"])
 display(Markdown(
     f"Profile **{cfg.profile}**: seeds {cfg.seeds} of the Task 1 and Task 2 pages (iid split, backbone "
     f"`{cfg.backbone}`, dataset `{src['task1'].dataset_size}` / `{src['task2'].dataset_size}`) and of the MNIST page "
@@ -109,7 +109,7 @@ def keep(**tables: pd.DataFrame) -> None:
 
 for task in ("task1", "mnist", "task2"):
     for s in tqdm(cfg.seeds, desc=rb.TASKS[task], disable=not progress_enabled()):
-        ld = rb.load(cfg, task, s, store, bb, digits)
+        ld = rb.load(cfg, task, s, store, bb)
         if task in ("task1", "mnist"):
             keep(sweep=rb.sweep(ld, cfg.levels()), **rb.modularity(ld, store, cfg.replacement_seed, cfg.trains(s)))
         if task in ("task1", "task2"):
@@ -123,7 +123,10 @@ for task in ("task1", "mnist", "task2"):
 t = {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
 t["parameter_cost"] = task1.cost(bb, src["task1"])
 t["method_cost"] = cost.method_cost(bb, src["task1"], 5, 99, int(t["parameter_cost"]["tokens per question"].iloc[0]))
-t["stage_times"] = cost.stage_times()
+# what training each experiment page's stages cost, from its own last run (stages loaded from the cache keep the cost
+# recorded when they were trained)
+t["stage_times"] = published_costs(["toy_experiments", "task1_addition", "task2_mixed", "step_decomposition",
+                                    "mnist_label5", "routing_heatmaps"], cfg.profile, cfg.results_dir)
 for name, df in t.items():
     results.table(name, df)
 
@@ -211,8 +214,12 @@ plots.styled(rr.no_residual_table(t["no_residual"]), precision=3)
 plots.styled(t["method_cost"].set_index(["backbone", "method"]), precision=5)
 
 # %% [markdown]
-# Wall time per stage kind and peak memory of each experiment page's last cold full-profile run on
-# this machine, from the bench report (`make bench`; the commit each entry ran at is shown):
+# What training each experiment page's stages cost on this machine, read from the page's own last run
+# (every cache entry keeps the seconds it took to train and the peak memory of the process that trained
+# it, so a run that loads its stages still reports what they cost): seconds per stage kind, their sum
+# (compute seconds, which overlap in wall time where workers train side by side), the runs (seeds x
+# settings) and an upper bound on the memory training took (each process's peak, summed). A page whose
+# last run predates this record is left out; the wall times of cold runs are on the Speed page:
 
 # %% tags=["hide-input"]
 plots.styled(cost.time_table(t["stage_times"]), precision=1)

@@ -32,7 +32,6 @@ device = "cpu"  # unused: this page trains nothing
 results_dir = "results"  # the bench file is <results_dir>/bench/bench.json
 
 # %% tags=["hide-input"]
-# NBVAL_CHECK_OUTPUT
 import pandas as pd
 from IPython.display import Markdown, display
 
@@ -51,6 +50,16 @@ else:
                      f"`{bench['git_commit'][:12]}`{' - smoke mode: tiny sizes, one repetition' if bench['smoke'] else ''}."))
     if bench.get("errors"):
         display(Markdown("**Steps of this bench run that failed:** " + "; ".join(f"{k}: {v}" for k, v in bench["errors"].items())))
+
+# %% [markdown]
+# The budgets each page's cold run is held to (full profile, from an empty stage cache, on this
+# 2-core machine), set in the page registry (`redlib/book/pages.py`):
+
+# %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
+budgets = pd.DataFrame([{"pages": " + ".join(b.pages), "budget, min": b.minutes} for b in pages.BUDGETS]
+                       + [{"pages": "the whole book (every page and the HTML build)", "budget, min": pages.BOOK_MINUTES}])
+plots.styled(budgets, caption="Cold-time budgets", hide_index=True)
 
 # %% [markdown]
 # ## Frozen-prefix cache vs naive training
@@ -186,13 +195,18 @@ if bench:
 #
 # Every full `make bench` run adds its headline numbers to `results/bench/history.jsonl`. The spreads
 # above are between repetitions inside one run; this table shows whether separate runs agree as
-# closely, which matters when a target is met or missed by a small margin.
+# closely, which matters when a target is met or missed by a small margin. Each column is one whole
+# bench run with the profile and code of its commit: its book time and memory are that day's, not
+# today's (today's are in the tables above, the only ones the rest of the book quotes).
 
 # %% tags=["hide-input"]
 history = report.history(path.parent / "history.jsonl")
 if len(history):
     runs = history.set_index("git_commit").drop(columns=["started_at"]).T
     runs.columns = [f"run {i + 1} ({c})" for i, c in enumerate(runs.columns)]
+    runs = runs.rename(index={"full book min": "whole book cold, min (that run's profile)",
+                              "test command min": "make test, min (that run's tests)",
+                              "peak memory GiB": "largest page kernel's peak, GiB (that run)"})
     results.table("history", runs)
     display(plots.styled(runs, precision=2))
 else:

@@ -54,6 +54,9 @@ def _parser() -> argparse.ArgumentParser:
     bench.add_argument("--out", default=None, help="output folder (default results/bench, or results/bench/smoke)")
     bench.add_argument("--profiles", default=None,
                        help="profiles whose notebooks are timed cold, e.g. smoke (default: smoke,full; smoke only with --smoke)")
+    bench.add_argument("--test-command", action="store_true",
+                       help="time only the README's test command (make test's steps, fresh stage cache) and update "
+                            "that entry")
     bench.add_argument("--kernels", action="store_true",
                        help="measure only the fp32 kernels' stage-1 GFLOP/s and update that entry of bench.json")
     bench.add_argument("--notebooks", default=None,
@@ -97,10 +100,9 @@ def main(argv: list[str] | None = None) -> int:
                         raise ParameterError(f"workers must be a positive integer, got {given[-1]!r}")
                     args.workers = int(given[-1])
             _set_workers(args.workers)
-            from .book.runner import writable_folder
             from .core.runtime import cache_dir
 
-            writable_folder(cache_dir(), "the stage cache (REDLIB_CACHE)")
+            runner.writable_folder(cache_dir(), "the stage cache (REDLIB_CACHE)")
         if args.command == "run":
             params = runner.placement(args.notebook, runner.parse_params(args.notebook, args.parameter), args.output,
                                       args.publish)
@@ -127,10 +129,19 @@ def main(argv: list[str] | None = None) -> int:
             profiles = args.profiles.split(",") if args.profiles else None
             for p in profiles or []:
                 runner.stage_dir(p)  # validates each profile name before anything runs
-            if args.kernels:
-                from .bench.run import update_kernels
+            if args.test_command:
+                import tempfile
 
-                k = update_kernels(out)["kernels"]
+                from .bench.run import smoke_test_command, update_entry
+
+                with tempfile.TemporaryDirectory() as tmp:
+                    t = update_entry(out, "smoke_test_command", lambda: smoke_test_command(Path(tmp)))
+                minutes = t["smoke_test_command"]["total_seconds"] / 60
+                print(f"bench updated: {out / 'bench.json'} (make test: {minutes:.1f} min)")
+            elif args.kernels:
+                from .bench.run import kernel_throughput, update_entry
+
+                k = update_entry(out, "kernels", kernel_throughput)["kernels"]
                 print(f"bench updated: {out / 'bench.json'} (kernels: {k['matmul']['path']}, stage 1 "
                       f"{k['stage1_gflops']:.0f} GFLOP/s, {k['stage1_share_of_gemm']:.0%} of a large product's)")
             elif args.notebooks:

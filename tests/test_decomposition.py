@@ -109,3 +109,12 @@ def test_the_decomposer_is_the_same_whatever_ran_before_it(tiny_run, tmp_path):
         models.append(dec.train_decomposer(cfg, 0, frames, {"spec": asdict(spec)}, bb, Store(tmp_path / str(i))))
     first, second = (m.state_dict() for m in models)
     assert all(torch.equal(first[k], second[k]) for k in first)
+
+
+def test_worked_examples_keep_each_steps_result_beside_the_final_answer(tiny_run):
+    """Each traced step shows its own x_s under `answer`; the expression's answer has a column of its own."""
+    _, _, _, t = tiny_run
+    ex = t["examples"]
+    assert {"answer", "final answer", "true step result"} <= set(ex.columns)
+    last = ex.groupby(["expression"], sort=False).tail(1)
+    assert (last["true step result"] == last["final answer"]).all()  # the last true step is the final answer

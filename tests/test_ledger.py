@@ -48,7 +48,7 @@ def test_every_claim_gets_a_row_and_a_verdict_by_rule(fake_results):
         assert df.loc[cid, "verdict"] == v, cid
     assert df.loc["t2.red.acc", "ours"] == "not measured"
     assert df.loc["t1.red.acc", "measured on"] == "backbone embedded, split pairs"
-    assert df.loc["t1.red.acc", "spread over seeds"] == "± 0.01 (n=2)"
+    assert df.loc["t1.red.acc", "spread over seeds"] == "± 0.010 (2 seeds, each seed its own data)"
     assert (df["verdict"] != "").all()
 
 
@@ -90,3 +90,36 @@ def test_claims_given_per_named_case_are_judged_case_by_case():
     assert verdict(claim, {"value": {"all": 0.98, "2": 0.5, "3": 1.0}}) == "partly"
     assert verdict(claim, {"value": {"all": 0.1, "2": 0.5, "3": 0.2}}) == "does not hold"
     assert verdict(claim, {"value": {"other": 0.9}}) == "not measured"
+
+
+def test_an_order_inside_the_seeds_spread_is_a_tie_not_an_order():
+    """Paired seeds decide an order: equal scores (1.000 vs 1.000) are a tie at the ceiling, a difference smaller
+    than the spread of the per-seed differences is a tie, and a clear reversal does not hold."""
+    import pandas as pd
+
+    from redlib.core import measure
+
+    claim = {"kind": "order", "paper": None}
+    tied = measure.ordering(pd.DataFrame({"RED": [1.0, 1.0, 1.0], "MoE": [1.0, 1.0, 1.0]}), ["RED", "MoE"])
+    assert ledger.verdict(claim, tied) == "partly" and "untestable" in ledger.note(claim, tied)
+    noisy = measure.ordering(pd.DataFrame({"RED": [0.80, 0.70, 0.90], "MoE": [0.75, 0.78, 0.80]}), ["RED", "MoE"])
+    assert noisy["mean_holds"] and ledger.verdict(claim, noisy) == "partly" and ledger.note(claim, noisy).startswith("tie")
+    clear = measure.ordering(pd.DataFrame({"RED": [0.90, 0.92, 0.91], "MoE": [0.80, 0.81, 0.79]}), ["RED", "MoE"])
+    assert ledger.verdict(claim, clear) == "holds" and ledger.note(claim, clear) == ""
+    reversed_ = measure.ordering(pd.DataFrame({"RED": [0.70, 0.72, 0.71], "MoE": [0.80, 0.81, 0.79]}), ["RED", "MoE"])
+    assert ledger.verdict(claim, reversed_) == "does not hold"
+    one_seed = measure.order([True], True, pairs=[("0 and 7", "others", [0.5], [0.472])])
+    assert ledger.verdict(claim, one_seed) == "partly" and "one seed" in ledger.note(claim, one_seed)
+
+
+def test_changed_verdicts_are_listed_with_their_cause(tmp_path):
+    import pandas as pd
+
+    before = tmp_path / "before.csv"
+    pd.DataFrame({"id": ["a", "b", "c"], "verdict": ["holds", "holds", "partly"], "notebook": ["x", "y", "z"],
+                  "published_at": ["abc1234"] * 3}).to_csv(before, index=False)
+    now = pd.DataFrame({"id": ["a", "b", "c"], "verdict": ["partly", "holds", "holds"],
+                        "notebook": ["x", "y", "mnist_label5"], "note": ["tie: RED − MoE = +0.000", "", ""]})
+    moved = ledger.changes(now, before)
+    assert list(moved["id"]) == ["a", "c"] and list(moved["before"]) == ["holds", "partly"]
+    assert moved["cause"][0].startswith("tie") and "its own split" in moved["cause"][1]

@@ -77,3 +77,14 @@ def test_a_tiny_run_beats_chance_and_has_both_moe_forms(tmp_path):
     assert claims["mn.red.acc"]["extensions"]  # the code's forms beside the paper's
     assert len(claims["mn.red.per_domain"]["value"]) == 5 and "extensions" not in claims["mn.base.acc"]
     assert list(methods.methods(run)) == list(methods.METHODS)  # the code MoE's gate is one of this run's stages
+
+
+def test_each_seed_tests_on_its_own_split_unless_one_is_fixed():
+    """By default the spread over seeds includes which digits are tested; `split_seed` fixes one split for all."""
+    cfg = mnist.MnistConfig.from_params(profile="smoke")
+    assert cfg.split_seed is None and cfg.split_for(3) == 3
+    a, b = mnist.load(cfg, 0)["test"][1], mnist.load(cfg, 1)["test"][1]
+    x0, x1 = mnist.load(cfg, 0)["test"][0], mnist.load(cfg, 1)["test"][0]
+    assert len(a) == len(b) == 500 and not np.array_equal(x0, x1)
+    fixed = mnist.MnistConfig.from_params(profile="smoke", split_seed=0)
+    assert np.array_equal(mnist.load(fixed, 0)["test"][0], mnist.load(fixed, 4)["test"][0])

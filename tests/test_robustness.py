@@ -148,25 +148,34 @@ def test_method_cost_counts_every_module_each_method_trains():
     assert len(mc) == 10 and (mc["share of backbone parameters"] > 0).all()
 
 
-def test_stage_times_read_the_bench_and_count_the_runs_timed(tmp_path):
-    bench = {"notebooks": {"full": {"per_notebook": {
-        "task1_addition": {"wall_seconds": 3600.0, "peak_rss_mb": 2048.0, "git_commit": "abc1234def",
-                           "stage_seconds": {"task1/stage1": 600.0, "task1/expert": 300.0, "task1/router": 120.0},
-                           "parameters": {"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs"}},
-        "mnist_label5": {"wall_seconds": 100.0, "peak_rss_mb": 1024.0, "stage_seconds": {"mnist/stage1": 30.0},
-                         "parameters": {"n_seeds": 5}}}}}}
-    path = tmp_path / "bench.json"
-    path.write_text(json.dumps(bench))
-    times = cost.stage_times(path)
-    assert dict(times.groupby("page")["runs"].first()) == {"mnist_label5": 5, "task1_addition": 9}
-    assert cost.stage_times(tmp_path / "missing.json").empty
+def test_costs_are_read_from_the_pages_own_runs_and_count_their_runs(tmp_path):
+    """eff.* read what the pages' runs recorded (their stages' training seconds and memory bound), never the bench;
+    a run from before stages kept their cost is left out rather than guessed."""
+    from redlib.book.results import published_costs
+
+    def page(name: str, params: dict, by_kind: dict, peak: float, unknown: int = 0) -> None:
+        d = tmp_path / "full" / name
+        d.mkdir(parents=True)
+        prov = {"parameters": params, "git_commit": "abc1234def", "started_at": "2026-11-23T00:00:00+00:00",
+                "stages": {"train_seconds_by_kind": by_kind, "stages_without_recorded_cost": unknown,
+                           "train_peak_rss_mb_upper_bound": peak}}
+        (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": prov}))
+
+    page("task1_addition", {"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs",
+                            "extension_seeds": 1}, {"task1/stage1": 600.0, "task1/expert": 300.0, "task1/router": 120.0},
+         2048.0)
+    page("mnist_label5", {"n_seeds": 5}, {"mnist/stage1": 30.0}, 1024.0)
+    page("task2_mixed", {"n_seeds": 3}, {"task2/stage1": 10.0}, 512.0, unknown=4)  # older run: left out
+    times = published_costs(["task1_addition", "mnist_label5", "task2_mixed"], "full", tmp_path)
+    assert dict(times.groupby("page")["runs"].first()) == {"mnist_label5": 5, "task1_addition": 5}
+    assert cost.timed_runs({"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs"}) == 9
     c = pd.DataFrame([{"backbone": "embedded", "RED share of backbone": 0.02, "router share of compute": 0.001,
                        "MoE / RED expert parameters": 2.0},
                       {"backbone": "Qwen3-0.6B shape", "RED share of backbone": 0.005, "router share of compute": 1e-4,
                        "MoE / RED expert parameters": 0.5}])
     claims = cost.claims(c, times, "embedded")
-    assert claims["eff.train_time"]["value"]["total_hours"] == pytest.approx(1 / 9)
-    assert claims["eff.train_time"]["value"]["experts_minutes"] == pytest.approx(300 / 9 / 60)
+    assert claims["eff.train_time"]["value"]["total_hours"] == pytest.approx(1020 / 5 / 3600)
+    assert claims["eff.train_time"]["value"]["experts_minutes"] == pytest.approx(300 / 5 / 60)
     assert claims["eff.peak_memory"]["per_seed"] == [2.0] and claims["eff.peak_memory"]["bound"] == [0.0, 6.5]
     assert claims["eff.red_vs_moe_params"]["per_seed"] == [False]
     assert np.isclose(claims["eff.params"]["value"], 0.005)

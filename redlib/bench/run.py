@@ -201,14 +201,14 @@ def kernel_throughput(reps: int = 5, batch: int = 64, tokens: int = 12) -> dict:
             "stage1_share_of_gemm": stage1 / gemm, "stage1_step": t, "gemm": g}
 
 
-def update_kernels(out: Path) -> dict:
-    """Measure `kernel_throughput` and update only that entry of <out>/bench.json."""
+def update_entry(out: Path, name: str, measure: Callable[[], dict]) -> dict:
+    """Measure one entry (`kernels`, `smoke_test_command`) and update only it in <out>/bench.json."""
     path = out / "bench.json"
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: run the whole bench (`make bench`) once first")
     report = json.loads(path.read_text())
-    report["kernels"] = {**kernel_throughput(), "git_commit": git_commit(),
-                         "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    report[name] = {**measure(), "git_commit": git_commit(),
+                    "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     path.write_text(json.dumps(jsonable(report), indent=2) + "\n")
     return report
 
@@ -236,6 +236,8 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
         out[name] = {"wall_seconds": time.perf_counter() - t, "kernel_seconds": prov["wall_seconds"],
                      "git_commit": prov.get("git_commit"), "parameters": prov.get("parameters"),
                      "run_options": prov.get("run_options"), "peak_rss_mb": prov["peak_rss_mb"],
+                     "peak_rss_mb_with_workers": prov.get("peak_rss_mb_with_workers"),
+                     "cpu_seconds": prov.get("cpu_seconds"),
                      "stage_seconds": (prov.get("stages") or {}).get("computed_seconds_by_kind", {}),
                      "cache_at_start": start}
     return out

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..core.claims import VALUE_TOL, bound_verdict, load_claims, order_verdict, value_verdict
+from ..core.claims import VALUE_TOL, bound_verdict, load_claims, order_verdict, paired_order_verdict, value_verdict
 from .pages import BY_NAME, PAGES, PLANNED
 from .results import read
 
@@ -53,6 +53,8 @@ def verdict(claim: dict[str, Any], entry: dict[str, Any] | None, tol: float = VA
         return "not measured"
     kind, paper, per_seed = claim["kind"], claim["paper"], entry.get("per_seed", [entry.get("value")])
     if kind == "order":
+        if entry.get("pairs"):  # per-seed values: a difference inside the seeds' spread is a tie, not an order
+            return paired_order_verdict(entry["pairs"])[0]
         return order_verdict([bool(v) for v in per_seed], bool(entry.get("mean_holds", False)))
     if kind == "bound":
         bound = _bound(entry, paper)
@@ -95,11 +97,29 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
+# What varies with the seed besides the initialisation, per page: whether a spread includes test sampling.
+SPREAD_DATA = {"toy_experiments": "one test grid for all seeds", "task1_addition": "each seed its own data",
+               "task2_mixed": "each seed its own data", "step_decomposition": "each seed its own data",
+               "routing_heatmaps": "each seed its own texts; one digit split",
+               "robustness_and_cost": "the source pages' seeds and data"}
+
+
 def _spread(entry: dict[str, Any]) -> str:
+    """'± sd (n seeds, what varies)': the standard deviation over seeds, to three decimals, and whether each seed
+    drew its own test data or all seeds shared one test split."""
     per_seed = entry.get("per_seed")
     if not per_seed or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in per_seed):
         return ""
-    return f"± {np.std(per_seed):.3g} (n={len(per_seed)})"
+    sd = float(np.std(per_seed))
+    params = (entry.get("provenance") or {}).get("parameters", {})
+    if len(per_seed) < 2:
+        what = "one seed"
+    elif entry.get("notebook") == "mnist_label5":
+        what = "one test split for all seeds" if params.get("split_seed") is not None else "each seed its own test split"
+    else:
+        what = SPREAD_DATA.get(entry.get("notebook", ""), "seeds")
+    shown = f"± {sd:.3f}" if sd >= 5e-4 or sd == 0 else f"± {sd:.0e}"
+    return f"{shown} ({len(per_seed)} seeds, {what})"
 
 
 def table(collected: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> pd.DataFrame:
@@ -121,8 +141,19 @@ def table(collected: dict[str, dict[str, Any]], claims_file=None, tol: float = V
             "spread over seeds": _spread(entry) if entry else "",
             "measured on": on, "notebook": entry["notebook"] if entry else "",
             "extension": extension(claim, entry, tol) if entry else "",
+            "note": note(claim, entry) if entry else "",
         })
     return pd.DataFrame(rows)
+
+
+def note(claim: dict[str, Any], entry: dict[str, Any]) -> str:
+    """What a verdict rests on when it is not plain: an order decided as a tie (the difference inside the spread
+    of the seeds' paired differences), or an order the rule could not test for ties (no per-seed values)."""
+    if claim["kind"] != "order":
+        return ""
+    if entry.get("pairs"):
+        return paired_order_verdict(entry["pairs"])[1]
+    return "per-seed values not recorded: ties not tested (a run before the tie rule)"
 
 
 def extension(claim: dict[str, Any], entry: dict[str, Any], tol: float = VALUE_TOL) -> str:
@@ -132,6 +163,29 @@ def extension(claim: dict[str, Any], entry: dict[str, Any], tol: float = VALUE_T
     """
     return "; ".join(f"{label}: {_fmt(e.get('value'))} ({verdict(claim, e, tol)})"
                      for label, e in entry.get("extensions", {}).items())
+
+
+# What each page's re-run in this re-publication changed (prose; the numbers are in the pages). A page not named
+# here and re-run gets "re-measured".
+REPUBLICATION_CAUSES = {
+    "mnist_label5": "re-measured: each seed now tests on its own split (the spread includes test sampling)",
+    "task2_mixed": "re-measured: extensions on one seed; the claims' setting unchanged",
+    "step_decomposition": "re-measured: extensions on one seed; the claims' setting unchanged",
+}
+
+
+def changes(df: pd.DataFrame, before: str | os.PathLike) -> pd.DataFrame:
+    """Each claim whose verdict differs from the previous publication's (`before`: id, verdict, published_at), with
+    the cause in a few words: a tie under the paired rule, or the page's re-run."""
+    old = pd.read_csv(before)
+    merged = df.merge(old[["id", "verdict", "published_at"]], on="id", suffixes=("", " before"), how="left")
+    moved = merged[merged["verdict"] != merged["verdict before"]]
+    cause = [("tie: the difference is inside the seeds' spread" if str(n).startswith("tie") else
+              REPUBLICATION_CAUSES.get(nb, "re-measured") if nb else "not measured now")
+             for n, nb in zip(moved.get("note", [""] * len(moved)), moved["notebook"])]
+    return pd.DataFrame({"id": moved["id"], "before": moved["verdict before"].fillna("not in the ledger"),
+                         "now": moved["verdict"], "cause": cause,
+                         "previous publication": moved["published_at"]}).reset_index(drop=True)
 
 
 def summary(df: pd.DataFrame) -> pd.Series:
@@ -195,8 +249,11 @@ def table_html(df: pd.DataFrame) -> str:
                    f"{cid}<br><small>{sec} ({kind})</small>"
                    for cid, nb, sec, kind in zip(df["id"], df["notebook"], df["section"], df["kind"])]
     shown["ours"] = [f"{o}<br><small>{m}</small>" if m else o for o, m in zip(df["ours"], df["measure"])]
-    shown["ours"] += [f"<br><small>{s}; {on}</small>" if s or on else "" for s, on in zip(df["spread over seeds"], df["measured on"])]
+    shown["ours"] += ["<br><small>" + "; ".join(p for p in (s, on) if p) + "</small>" if s or on else ""
+                      for s, on in zip(df["spread over seeds"], df["measured on"])]
     shown["ours"] += [f"<br><small><i>extension</i> - {x}</small>" if x else "" for x in df["extension"]]
+    shown["ours"] += [f"<br><small><b>{n.partition(':')[0]}</b>:{n.partition(':')[2]}</small>" if n.startswith("tie") else ""
+                      for n in df.get("note", pd.Series([""] * len(df)))]
     shown = shown[["id", "verdict", "claim", "paper", "ours"]]
     sty = shown.style.hide(axis="index").map(_verdict_css, subset=["verdict"])
     sty = sty.set_uuid("ledger").set_table_styles([{"selector": "td, th", "props": "font-size: 0.85em; vertical-align: top"}])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import html
 import math
 
 import matplotlib.pyplot as plt
@@ -146,7 +147,7 @@ def styled(df: pd.DataFrame, precision: int = 3, caption: str | None = None, hid
     uid = hashlib.md5((caption or "").encode() + df.to_csv().encode()).hexdigest()[:8]
     counts = [c for c in df.columns if pd.api.types.is_float_dtype(df[c]) and df[c].dropna().map(float.is_integer).all()
               and len(df[c].dropna())]  # counts stored as floats (a column with a missing value): shown as integers
-    sty = df.style.format(lambda x: number(x, precision), na_rep="-")
+    sty = df.style.format(lambda x: html.escape(number(x, precision)), na_rep="-")  # "<profile>" is text, not a tag
     if counts:
         sty = sty.format(lambda x: number(int(x), precision) if x == x else "-", subset=counts)
     sty = sty.set_uuid(f"t{uid}")

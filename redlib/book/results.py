@@ -131,7 +131,8 @@ class Results:
                        "computed_seconds_by_kind": {k: round(v, 2) for k, v in self.store.seconds.items()},
                        # what every stage this run used cost to train, loaded ones included (recorded in the entry)
                        "train_seconds_by_kind": {k: round(v, 2) for k, v in self.store.train_seconds()[0].items()},
-                       "stages_without_recorded_cost": self.store.train_seconds()[1]}
+                       "stages_without_recorded_cost": self.store.train_seconds()[1],
+                       "train_peak_rss_mb_upper_bound": self.store.train_peak_mb()}
             if self.store else None,
         }
 
@@ -255,6 +256,28 @@ class PageResults:
             return pd.read_csv(path)
         except (OSError, ValueError) as err:
             raise ResultFileError(f"{path} cannot be read as a table ({type(err).__name__}: {err})") from None
+
+
+def published_costs(pages: list[str], profile: str = "full", results_dir: str | os.PathLike = "results") -> pd.DataFrame:
+    """What each page's stages cost to train, from its last run's provenance (seconds per stage kind, whether the
+    run trained them or loaded them; an upper bound on the training memory): the pages' own record, read one way."""
+    from ..red.cost import TIME_COLUMNS, timed_runs
+
+    rows = []
+    for page in pages:
+        res = read(page, profile, results_dir)
+        if not res.exists:
+            continue
+        p = res.provenance
+        st = p.get("stages") or {}
+        if st.get("stages_without_recorded_cost", 1) or "train_seconds_by_kind" not in st:
+            continue  # a run before stages kept their cost: nothing honest to report
+        rows += [{"page": page, "stage": kind.split("/")[-1], "seconds": s,
+                  "peak_rss_mb": st.get("train_peak_rss_mb_upper_bound"), "compute_seconds": sum(
+                      st["train_seconds_by_kind"].values()), "runs": timed_runs(p.get("parameters") or {}),
+                  "git_commit": (p.get("git_commit") or "")[:7], "measured_at": p.get("started_at", "")}
+                 for kind, s in st["train_seconds_by_kind"].items()]
+    return pd.DataFrame(rows, columns=TIME_COLUMNS)
 
 
 def read(page: str, profile: str = "full", results_dir: str | os.PathLike = "results") -> PageResults:

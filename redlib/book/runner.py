@@ -164,10 +164,10 @@ def _ipc_kernel_manager(prefix: Path, log: Path) -> type:
             super().__init__(transport="ipc", ip=str(prefix), **kwargs)
 
         async def start_kernel(self, **kwargs):
-            out = log.open("w")
-            kwargs.setdefault("stdout", out)
-            kwargs.setdefault("stderr", out)
-            return await super().start_kernel(**kwargs)
+            with log.open("w") as out:  # the kernel holds its own copy of the file once started
+                kwargs.setdefault("stdout", out)
+                kwargs.setdefault("stderr", out)
+                return await super().start_kernel(**kwargs)
 
     return IPCKernelManager
 

@@ -7,6 +7,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import yaml
 
 from .runtime import project_root
@@ -54,6 +55,47 @@ def bound_verdict(per_seed, low: float, high: float, tol: float = 0.0) -> str:
 def value_verdict(per_seed, paper: float, tol: float) -> str:
     """A `value` claim: 'holds' when every seed is within tol of the paper's number, 'partly' when some are."""
     return bound_verdict(per_seed, paper - tol, paper + tol)
+
+
+CEILING = 0.995  # scores at or above it on both sides of a comparison leave no room to show an order
+
+
+def pair_outcome(above: list[float], below: list[float]) -> tuple[str, float, float]:
+    """Whether 'above > below' is decided by paired seeds: 'above' when the mean difference exceeds the spread (sd)
+    of the per-seed differences, 'below' when it does so the other way, else 'tie' (one seed has no spread: a tie
+    unless the two are equal); with the mean difference and that spread."""
+    d = np.asarray(above, float) - np.asarray(below, float)
+    gap = float(d.mean())
+    spread = float(d.std(ddof=1)) if len(d) > 1 else float("nan")
+    if len(d) > 1 and abs(gap) > spread:
+        return ("above" if gap > 0 else "below"), gap, spread
+    return "tie", gap, spread
+
+
+def ranking(table, names: list[str]) -> str:
+    """'A > B ≈ C > D': `names` by mean score over the seeds (rows of `table`), '>' where paired seeds decide the
+    order (`pair_outcome`), '≈' where the difference is a tie: the words the ledger's rule would use."""
+    ranked = list(table[names].mean().sort_values(ascending=False).index)
+    text = ranked[0]
+    for a, b in zip(ranked, ranked[1:]):
+        text += (" > " if pair_outcome(table[a].tolist(), table[b].tolist())[0] == "above" else " ≈ ") + b
+    return text
+
+
+def paired_order_verdict(pairs: list[dict[str, Any]]) -> tuple[str, str]:
+    """An `order` claim with per-seed values for each compared pair: 'holds' when every pair is decided the claimed
+    way, 'does not hold' when one is decided the other way, else 'partly' as a tie; and a note naming the ties."""
+    outcomes = [(p, *pair_outcome(p["above_values"], p["below_values"])) for p in pairs]
+    ties = [f"{p['above']} − {p['below']} = {gap:+.3f}" + (f" ± {sd:.3f} (paired sd, {len(p['above_values'])} seeds)"
+                                                            if sd == sd else " (one seed: no spread)")
+            + (" at the ceiling: untestable here" if min(np.mean(p["above_values"]), np.mean(p["below_values"])) >= CEILING
+               else "")
+            for p, o, gap, sd in outcomes if o == "tie"]
+    if any(o == "below" for _, o, _, _ in outcomes):
+        return "does not hold", ""
+    if ties:
+        return "partly", "tie: " + "; ".join(ties)
+    return "holds", ""
 
 
 def order_verdict(per_seed_holds, mean_holds: bool) -> str:

@@ -31,9 +31,15 @@ def per_range(per_seed: Sequence[Sequence[float]], **extra: Any) -> dict[str, An
     return {"value": np.mean(rows, axis=0).tolist(), "per_seed": rows, **_clean(extra)}
 
 
-def order(per_seed_holds: Sequence[bool], mean_holds: bool, value: Any = None, **extra: Any) -> dict[str, Any]:
-    """Whether a claimed ordering holds in each seed and between the means; `value` shows the numbers compared."""
-    return {"value": value, "per_seed": [bool(v) for v in per_seed_holds], "mean_holds": bool(mean_holds), **_clean(extra)}
+def order(per_seed_holds: Sequence[bool], mean_holds: bool, value: Any = None,
+          pairs: Sequence[tuple[str, str, Sequence[float], Sequence[float]]] | None = None, **extra: Any) -> dict[str, Any]:
+    """Whether a claimed ordering holds in each seed and between the means; `value` shows the numbers compared.
+    `pairs` (above, below, per-seed values of each) lets the ledger tell a decided order from a tie."""
+    entry = {"value": value, "per_seed": [bool(v) for v in per_seed_holds], "mean_holds": bool(mean_holds), **_clean(extra)}
+    if pairs:
+        entry["pairs"] = [{"above": a, "below": b, "above_values": [float(x) for x in va],
+                           "below_values": [float(x) for x in vb]} for a, b, va, vb in pairs]
+    return entry
 
 
 def ordering(table, chain: Sequence[str]) -> dict[str, Any]:
@@ -41,7 +47,8 @@ def ordering(table, chain: Sequence[str]) -> dict[str, Any]:
     pairs = list(zip(chain, chain[1:]))
     per_seed = [all(table.loc[s, a] > table.loc[s, b] for a, b in pairs) for s in table.index]
     mean_holds = all(table[a].mean() > table[b].mean() for a, b in pairs)
-    return order(per_seed, mean_holds, value={c: float(table[c].mean()) for c in chain})
+    return order(per_seed, mean_holds, value={c: float(table[c].mean()) for c in chain},
+                 pairs=[(a, b, table[a].tolist(), table[b].tolist()) for a, b in pairs])
 
 
 def bound(per_seed: Sequence[float], low: float | None = None, high: float | None = None, **extra: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import resource
 import time
 import warnings
 from pathlib import Path
@@ -50,6 +51,8 @@ class Store:
         # {"kind", "event": loaded | computed | rebuilt, "why", "entry", "train_seconds"} per stage
         self.events: list[dict[str, Any]] = []
         self._header_seconds: float | None = None  # the compute seconds recorded in the entry last loaded
+        self._header_peak: tuple[float, int] | None = None  # and the peak memory (MiB) and pid of its process
+        self._open: list[dict[str, Any]] = []  # computations in progress, outermost first
         self._unusable: dict[Path, str] = {}  # entries found unusable in this session, and why
         self._merged: set[str] = set()  # entries another process computed for this one (see `merge`)
 
@@ -84,6 +87,7 @@ class Store:
                                  else "it has no content checksum")
             meta = json.loads(header.get("meta", "{}"))
             self._header_seconds = float(header["train_seconds"]) if "train_seconds" in header else None
+            self._header_peak = (float(header["peak_rss_mb"]), int(header["pid"])) if "peak_rss_mb" in header else None
         except Exception as err:  # noqa: BLE001 - any unreadable entry is recomputed
             why = f"cache entry {path} is unusable ({err}); removing it and recomputing"
             warnings.warn(why, stacklevel=2)
@@ -101,8 +105,9 @@ class Store:
         tmp = path.with_suffix(f".tmp{os.getpid()}")
         data = _writable(tensors)
         header = {"key": _canonical(config), "sha256": checksum(data), "meta": json.dumps(meta or {}, default=str)}
-        if train_seconds is not None:
-            header["train_seconds"] = f"{train_seconds:.3f}"
+        if train_seconds is not None:  # what computing it cost: seconds, and the peak memory of the process that did
+            header |= {"train_seconds": f"{train_seconds:.3f}", "pid": str(os.getpid()),
+                       "peak_rss_mb": f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}"}
         save_file(data, str(tmp), metadata=header)
         os.replace(tmp, path)
         return path
@@ -154,13 +159,14 @@ class Store:
             self._merged.discard(entry)
             return
         self.events.append({"kind": kind, "event": "loaded", "why": "", "entry": entry,
-                            "train_seconds": self._header_seconds})
+                            "train_seconds": self._header_seconds, "peak": self._header_peak})
 
     def _computing(self, kind: str, config: dict[str, Any]) -> tuple[dict[str, Any], float]:
         path = self.path(kind, config)
         why = self._unusable.pop(path, "")
         event = {"kind": kind, "event": "rebuilt" if why else "computed", "why": why, "entry": path.name}
         self.events.append(event)
+        self._open.append(event)
         return event, time.perf_counter()
 
     def rebuilt(self) -> list[dict[str, str]]:
@@ -168,10 +174,27 @@ class Store:
         return [e for e in self.events if e["event"] == "rebuilt"]
 
     def _spent(self, started: tuple[dict[str, Any], float]) -> float:
+        """Close a computation: its seconds, less those of the stages computed inside it (a lazily made prefix inside
+        stage 1, say), so that every second is counted once."""
         event, t0 = started
-        event["train_seconds"] = spent = time.perf_counter() - t0
-        self.seconds[event["kind"]] = self.seconds.get(event["kind"], 0.0) + spent
-        return spent
+        self._open.remove(event)
+        spent = time.perf_counter() - t0
+        event["train_seconds"] = own = spent - event.pop("_nested", 0.0)
+        event["peak"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, os.getpid())
+        if self._open:
+            self._open[-1]["_nested"] = self._open[-1].get("_nested", 0.0) + spent
+        self.seconds[event["kind"]] = self.seconds.get(event["kind"], 0.0) + own
+        return own
+
+    def train_peak_mb(self) -> float | None:
+        """An upper bound on the memory training this run's stages took at once: the sum, over the processes that
+        trained them (page and workers, now or when the entries were made), of each one's peak (None if unknown)."""
+        peaks: dict[int, float] = {}
+        for e in self.events:
+            if e.get("peak"):
+                mb, pid = e["peak"]
+                peaks[pid] = max(peaks.get(pid, 0.0), float(mb))
+        return round(sum(peaks.values()), 1) if peaks else None
 
     def train_seconds(self) -> tuple[dict[str, float], int]:
         """What the stages this run used cost to compute, by kind, whether computed now or loaded (the cost recorded

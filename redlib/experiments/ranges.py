@@ -128,6 +128,12 @@ Domain = tuple[str, list[str], str]  # the frames' domain column, the domains' n
 RANGES: Domain = ("range", list(RANGE_NAMES), "range")
 
 
+def seeds_by_method(t: dict[str, pd.DataFrame], setting: Setting) -> pd.DataFrame:
+    """Test accuracy of one setting as a seeds x methods table (for paired comparisons)."""
+    ov = t["overall"]
+    return ov[ov["run"] == setting.label].pivot_table(index="seed", columns="method", values="accuracy")
+
+
 def task_data(namespace: str, frames: dict[str, pd.DataFrame], key: dict, domain: Domain = RANGES) -> tuple[TaskData, list[str]]:
     """The pipeline's view of sample frames (text, label and the domain column per split) and the distinct texts."""
     column, names, kind = domain

@@ -117,7 +117,7 @@ def load(cfg: RobustnessConfig, task: str, seed: int, store: Store, bb: Backbone
     """The run of one seed of a source page (Task 1 and Task 2 on the paper's iid split; cached stages load)."""
     src = cfg.sources()[task]
     if task == "mnist":
-        data, enc = mnist.task(src, digits)
+        data, enc = mnist.task(src, digits if digits is not None else mnist.load(src, seed), seed)
         return Loaded(task, src, run_red(src, data, enc, store, seed), enc)
     module = task1 if task == "task1" else task2
     rr = module.run(src, seed, Setting(src.split), bb, store)

@@ -28,6 +28,7 @@ from ..tasks import mnist
 from ..tasks import text_domains as td
 
 NAMESPACE = "routing"
+PAPER_PATIENCE = 3  # a stage whose best epoch is this close to its cap was still improving (the paper's patience)
 STAGE_VERSION = 1  # bump when a stage's training code changes, so old cache entries are not reused
 # The cache kinds of the routing stages ("routing/<kind>"), and what each holds (the Speed page names them).
 STAGE_KINDS = {"code_expert": "routing: the pretrained code expert", "code_moe": "routing: the token MoE of experiment 1",
@@ -252,9 +253,13 @@ def domain_experiment(cfg: RoutingConfig, seed: int, tokenizer, store: Store) ->
 
 
 def _epochs(metas: dict[str, dict], seed: int) -> pd.DataFrame:
-    """Epochs run, the (0-based, as on every page) epoch whose weights were kept, and its validation loss, per stage."""
+    """Epochs run, the (0-based, as on every page) epoch whose weights were kept, its validation loss, and the cap and
+    patience it ran under (patience = cap: these stages train their fixed epochs, as the paper's), per stage."""
     return pd.DataFrame([{"seed": seed, "stage": k, "epochs run": m["epochs_run"], "best epoch": m["best_epoch"],
-                          "best val loss": min(h["val_loss"] for h in m["history"]), "cached": m["cached"]}
+                          "best val loss": min(h["val_loss"] for h in m["history"]),
+                          "max epochs": m["key"]["train"]["max_epochs"], "patience": m["key"]["train"]["patience"],
+                          "still improving at the cap": m["best_epoch"] >= m["key"]["train"]["max_epochs"] - PAPER_PATIENCE,
+                          "cached": m["cached"]}
                          for k, m in metas.items()])
 
 

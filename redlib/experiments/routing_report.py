@@ -82,6 +82,7 @@ def claims(cfg: RoutingConfig, code: pd.DataFrame, contrast: pd.DataFrame, match
         (e0["code"] > others.max(axis=1)).tolist(), bool(e0["code"].mean() > others.mean().max()),
         value={d: float(v) for d, v in e0.mean().items()},
         measure="expert 0's mean routing weight per domain, held-out samples",
+        pairs=[("code", "the highest other domain", e0["code"].tolist(), others.max(axis=1).tolist())],
         first_5_samples_holds=[bool(first5.loc[s, "code"] > first5.loc[s].drop("code").max()) for s in first5.index])}
     out["ra.mnist07"] = measure.order(
         (contrast["top share 0 and 7"] > contrast["top share other digits"]).tolist(),
@@ -89,7 +90,9 @@ def claims(cfg: RoutingConfig, code: pd.DataFrame, contrast: pd.DataFrame, match
         value={"0 and 7": float(contrast["top share 0 and 7"].mean()),
                "other digits": float(contrast["top share other digits"].mean()),
                "ratio": float(contrast["ratio"].mean()), "difference": float(contrast["difference"].mean())},
-        measure="share of test digits whose top expert is expert 0")
+        measure="share of test digits whose top expert is expert 0",
+        pairs=[("0 and 7", "other digits", contrast["top share 0 and 7"].tolist(),
+                contrast["top share other digits"].tolist())])
     judged = _domain_claim(match[match["setting"] == setting_name(0.0)])
     if cfg.entropy_weight:
         judged["extensions"] = {f"with entropy regularisation (weight {cfg.entropy_weight:g})":

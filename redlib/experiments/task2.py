@@ -11,7 +11,7 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from ..core.claims import VALUE_TOL, load_claims
+from ..core.claims import VALUE_TOL, load_claims, ranking
 from ..core.config import ParameterError
 from ..core.store import Store
 from ..models.backbone import Backbone
@@ -142,9 +142,10 @@ def findings(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) ->
         f"{a['RED']:.3f}, the softmax MoE {a['softmax MoE']:.3f}, the global head {a['global head']:.3f} and uniform "
         f"averaging {a['uniform averaging']:.3f} (paper: " + ", ".join(
             f"{paper[f't2.{k}.acc']['paper']}" for k in ("red", "moe", "global", "uniform"))
-        + f"). Our ordering is {' > '.join(a[ORDER].sort_values(ascending=False).index)}; the paper's ordering claim "
+        + f"). Our ordering (paired seeds; ≈ a tie) is {ranking(ranges.seeds_by_method(t, main), ORDER)}; the paper's ordering claim "
         f"**{v['t2.order']}**.",
-        "- RED by number of operations: " + ", ".join(f"{c} op(s) {x:.3f}" for c, x in ops.loc["RED"].items()) + ".",
+        "- RED by number of operations: " + ", ".join(f"{c} {'operation' if str(c) == '1' else 'operations'} {x:.3f}"
+                                                       for c, x in ops.loc["RED"].items()) + ".",
         f"- Oracle routing of the experts gives {a['oracle experts']:.3f}; RED routed by the true range "
         f"{a['RED (true range)']:.3f}.",
     ]

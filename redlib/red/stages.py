@@ -118,10 +118,13 @@ class Stages:
         return f"{self.data.namespace}/{name}"
 
     def timed(self, label: str, fn: Callable[[], Any]):
-        """fn(), its seconds recorded under `label` (with the compute seconds of jobs that workers trained for it)."""
-        t0, self._borrowed = time.time(), 0.0
+        """fn(), and under `label` what its stages cost to train: computed now, trained by workers, or loaded (the
+        cost their cache entries recorded); the wall time of fn() where a loaded entry recorded none."""
+        t0, self._borrowed, seen = time.time(), 0.0, len(self.store.events)
         out = fn()
-        self.seconds[label] = time.time() - t0 + self._borrowed
+        costs = [e.get("train_seconds") for e in self.store.events[seen:]]
+        own = sum(costs) if costs and None not in costs else time.time() - t0
+        self.seconds[label] = own + self._borrowed
         return out
 
     def base(self) -> nn.Linear:
