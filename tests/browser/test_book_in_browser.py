@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -78,8 +79,17 @@ def look(driver, page: str) -> dict:
     """Load one page, screenshot it whole, and return what the probe found."""
     driver.set_window_size(WIDTH, 1000)
     driver.get((BOOK / page).as_uri())
-    height = driver.execute_script("return document.documentElement.scrollHeight")
+    measure = ("return Math.max(...[document.documentElement, document.body, document.querySelector('.bd-main'),"
+               " document.querySelector('article')].map(e => e ? e.scrollHeight + e.getBoundingClientRect().top : 0))")
+    height, deadline = 0, time.time() + 3
+    while time.time() < deadline:  # until the page's height settles (images and scripts still loading)
+        now = driver.execute_script(measure)
+        if now == height and now > 1000:
+            break
+        height = now
+        time.sleep(0.25)
     driver.set_window_size(WIDTH, min(int(height) + 100, 16000))
+    time.sleep(0.2)  # let the resized page lay out before the picture
     driver.save_screenshot(str(SHOTS / (Path(page).stem + ".png")))
     return driver.execute_script(PROBE)
 
