@@ -109,12 +109,12 @@ def source_of(notebook: str) -> Path:
 
 def execute(notebook: str, params: dict[str, Any], output: Path | None = None, progress: bool = True) -> Path:
     """Run one notebook with papermill; the executed copy replaces `output` only if the run succeeds."""
+    cls = config_for(notebook)
+    cfg = cls.from_params(**params)
+    cfg.preflight()  # before the heavy imports below: a bad folder is rejected in a second
     import jupytext
     import papermill as pm
 
-    cls = config_for(notebook)
-    cfg = cls.from_params(**params)
-    cfg.preflight()
     output = Path(output) if output else stage_dir(cfg.profile) / "book" / f"{notebook}.ipynb"
     output.parent.mkdir(parents=True, exist_ok=True)
     nb = jupytext.read(source_of(notebook))

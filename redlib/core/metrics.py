@@ -1,4 +1,5 @@
-"""Metrics on predicted labels (scikit-learn underneath) and summaries over seeds."""
+"""Metrics on predicted labels (scikit-learn underneath, imported when first used: the CLI validates input without
+it) and summaries over seeds."""
 
 from __future__ import annotations
 
@@ -6,16 +7,19 @@ from typing import Sequence
 
 import numpy as np
 import pandas as pd
-from sklearn.metrics import accuracy_score, confusion_matrix, f1_score, mean_absolute_error
 
 
 def accuracy(y_true, y_pred) -> float:
     """Fraction of exact matches."""
+    from sklearn.metrics import accuracy_score
+
     return float(accuracy_score(np.asarray(y_true), np.asarray(y_pred)))
 
 
 def macro_f1(y_true, y_pred, labels: Sequence | None = None) -> float:
     """Unweighted mean of per-class F1 (classes absent from both sides are skipped unless `labels` names them)."""
+    from sklearn.metrics import f1_score
+
     return float(f1_score(np.asarray(y_true), np.asarray(y_pred), labels=labels, average="macro", zero_division=0))
 
 
@@ -30,6 +34,8 @@ def wilson(p: float, n: int, z: float = 1.96) -> tuple[float, float]:
 
 def per_group(y_true, y_pred, groups, names: dict | None = None, y_value=None) -> pd.DataFrame:
     """Accuracy, mean absolute error (of `y_value` if given, else of the labels) and count per group."""
+    from sklearn.metrics import mean_absolute_error
+
     y_true, y_pred, groups = np.asarray(y_true), np.asarray(y_pred), np.asarray(groups)
     y_value = np.asarray(y_pred if y_value is None else y_value)
     rows = []
@@ -42,5 +48,7 @@ def per_group(y_true, y_pred, groups, names: dict | None = None, y_value=None) -
 
 def confusion(y_true, y_pred, labels: Sequence) -> pd.DataFrame:
     """Confusion matrix as a DataFrame (rows: truth, columns: prediction)."""
+    from sklearn.metrics import confusion_matrix
+
     m = confusion_matrix(np.asarray(y_true), np.asarray(y_pred), labels=list(labels))
     return pd.DataFrame(m, index=pd.Index(labels, name="true"), columns=pd.Index(labels, name="predicted"))

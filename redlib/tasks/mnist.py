@@ -11,7 +11,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from sklearn.model_selection import train_test_split
 from torch import Tensor
 
 from ..core.config import ParameterError
@@ -100,6 +99,8 @@ def splits(data_dir: str | None, split_seed: int, val_share: float = 0.1) -> dic
     Embedded (data_dir None): the 5,000 digits split 8:1:1. Full MNIST: the 10k test set, and val_share of the
     60k training images held out for validation (the research code's 10%).
     """
+    from sklearn.model_selection import train_test_split
+
     if data_dir is None:
         x, y = embedded()
         x_tr, x_rest, y_tr, y_rest = train_test_split(x, y, test_size=0.2, stratify=y, random_state=split_seed)
