@@ -126,8 +126,8 @@ plots.styled(task1.tokenization(bb), hide_index=True)
 # released code's low-rank logit experts. (3) The **router** (two-layer MLP, hidden 256) on range
 # labels, experts frozen. (4) **RED stage 4**: residuals and router tuned together, a variant.
 # Every stage is cached under the hash of its configuration: a re-run loads it. The small stages
-# (2-4) of a seed train side by side in worker processes (the run option `--workers`), which give the same bits as one after
-# another.
+# (2-4) of a seed train side by side in worker processes (the run option `--workers`), which give
+# the same bits as one after another.
 
 # %% tags=["hide-input", "remove-stderr"]
 tables, cases, first = [], [], None

@@ -85,8 +85,9 @@ plots.styled(domain_table, hide_index=True)
 # %% [markdown]
 # ## Runs
 #
-# Every seed trains experiments A, B and C; they are independent, so worker processes (the run option `--workers`) train
-# them side by side (each with one thread, as a serial run would: the numbers are the same).
+# Every seed trains experiments A, B and C; they are independent, so worker processes (the run
+# option `--workers`) train them side by side (each with one thread, as a serial run would: the
+# numbers are the same).
 
 # %% tags=["hide-input", "remove-stderr"]
 t = toy.run_all(cfg, store, worker_count())
