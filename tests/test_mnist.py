@@ -88,3 +88,15 @@ def test_each_seed_tests_on_its_own_split_unless_one_is_fixed():
     assert len(a) == len(b) == 500 and not np.array_equal(x0, x1)
     fixed = mnist.MnistConfig.from_params(profile="smoke", split_seed=0)
     assert np.array_equal(mnist.load(fixed, 0)["test"][0], mnist.load(fixed, 4)["test"][0])
+
+
+def test_an_unreadable_data_dir_is_a_one_line_error(tmp_path, monkeypatch):
+    """A folder the user may not read (as a non-root user after chmod 000) fails in one line, not a traceback."""
+    from pathlib import Path
+
+    def denied(self):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setattr(Path, "is_file", denied)
+    with pytest.raises(ParameterError, match="cannot be read .*Permission denied"):
+        data.check_idx_dir(str(tmp_path))

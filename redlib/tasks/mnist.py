@@ -70,7 +70,11 @@ def check_idx_dir(data_dir: str) -> dict[str, tuple[Path, Path]]:
     """The four standard MNIST IDX files in the folder (each may be gzipped), as part -> (images, labels) paths;
     else a one-line error naming the files expected."""
     folder = Path(data_dir).expanduser()
-    found = {stem: _find(folder, stem) for pair in IDX_FILES.values() for stem in pair}
+    try:
+        found = {stem: _find(folder, stem) for pair in IDX_FILES.values() for stem in pair}
+    except OSError as err:  # a folder this user may not read (permissions), a broken mount, ...
+        why = f"{type(err).__name__}: {err.strerror or err}"
+        raise ParameterError(f"data_dir {str(folder)!r} cannot be read ({why})") from None
     missing = [stem for stem, path in found.items() if path is None]
     if not folder.is_dir() or missing:
         state = ("it does not exist" if not folder.exists() else "it is a file, not a folder" if not folder.is_dir()
