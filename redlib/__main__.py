@@ -179,7 +179,6 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt as err:
         import logging
-
         import time
 
         from .core.store import remove_orphaned_temporaries

@@ -25,12 +25,17 @@ def load(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
+def committed() -> dict[str, Any] | None:
+    """The committed bench report (results/bench/bench.json), or None when no bench has been run."""
+    from ..core.runtime import project_root
+
+    return load(project_root() / "results" / "bench" / "bench.json")
+
+
 def cold_seconds(profile: str, path: Path | None = None) -> tuple[dict[str, float], str]:
     """Each page's cold seconds for a profile as the committed bench measured them, and which commit it timed last
     ({} and "" when there is no bench)."""
-    from ..core.runtime import project_root
-
-    bench = load(path or project_root() / "results" / "bench" / "bench.json")
+    bench = load(path) if path else committed()
     per = ((bench or {}).get("notebooks", {}).get(profile) or {}).get("per_notebook", {})
     commits = sorted((t.get("measured_at", ""), t.get("git_commit") or "") for t in per.values())
     return {name: t["wall_seconds"] for name, t in per.items()}, (commits[-1][1][:12] if commits else "")
@@ -39,9 +44,7 @@ def cold_seconds(profile: str, path: Path | None = None) -> tuple[dict[str, floa
 def route_costs(path: Path | None = None) -> pd.DataFrame:
     """The README's routes to the book with what each cost on the bench machine (the committed bench), for the
     intro: empty when no bench has been run."""
-    from ..core.runtime import project_root
-
-    bench = load(path or project_root() / "results" / "bench" / "bench.json")
+    bench = load(path) if path else committed()
     if not bench:
         return pd.DataFrame()
     nb = bench.get("notebooks", {})
@@ -127,7 +130,8 @@ def current_profile(notebook: str, profile: str, timed: dict | None) -> str:
         now = config_for(notebook).from_params(profile=profile).asdict()
     except ParameterError:
         return "page no longer exists"
-    changed = sorted(k for k in set(now) | set(timed) if k not in ("results_dir", "device", "workers") and now.get(k) != timed.get(k))
+    ignored = ("results_dir", "device", "workers")  # where results go, and knobs that cannot change a number
+    changed = sorted(k for k in set(now) | set(timed) if k not in ignored and now.get(k) != timed.get(k))
     return "yes" if not changed else "no: " + ", ".join(changed)
 
 

@@ -128,9 +128,8 @@ def render_toc() -> str:
 
 def start(name: str, namespace: dict, store=None):
     """A notebook's first step: its config from the parameters cell (validated, machine checked) and its Results."""
-    from .results import Results
-
     from ..core import kernels
+    from .results import Results
 
     cfg = config_for(name).from_namespace(namespace)
     cfg.preflight()

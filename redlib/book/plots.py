@@ -117,7 +117,7 @@ def speedup_vs_bound(df: pd.DataFrame, title: str):
 def number(x, digits: int = 3) -> str:
     """A number for people: integers as integers (with thousands separators), others to `digits` significant
     digits without exponent between 0.001 and 10^digits, and '-' for a missing value."""
-    if x is None or (isinstance(x, float) and math.isnan(x)):
+    if x is None or (isinstance(x, (float, np.floating)) and math.isnan(x)):
         return "-"
     if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
         return str(x)
@@ -145,8 +145,8 @@ def styled(df: pd.DataFrame, precision: int = 3, caption: str | None = None, hid
     """A pandas Styler with the house number format (`number`, `precision` significant digits) and a stable id
     (so re-executions give identical HTML)."""
     uid = hashlib.md5((caption or "").encode() + df.to_csv().encode()).hexdigest()[:8]
-    counts = [c for c in df.columns if pd.api.types.is_float_dtype(df[c]) and df[c].dropna().map(float.is_integer).all()
-              and len(df[c].dropna())]  # counts stored as floats (a column with a missing value): shown as integers
+    counts = [c for c in df.columns if pd.api.types.is_float_dtype(df[c]) and len(df[c].dropna())
+              and (df[c].dropna() % 1 == 0).all()]  # counts stored as floats (a column with a missing value): integers
     sty = df.style.format(lambda x: html.escape(number(x, precision)), na_rep="-")  # "<profile>" is text, not a tag
     if counts:
         sty = sty.format(lambda x: number(int(x), precision) if x == x else "-", subset=counts)

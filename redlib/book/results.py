@@ -112,6 +112,7 @@ class Results:
 
     def provenance(self) -> dict[str, Any]:
         """Profile, seeds, parameters, commit, library versions, start time, wall seconds, machine."""
+        train_seconds, unknown = self.store.train_seconds() if self.store else ({}, 0)
         return {
             "notebook": self.notebook,
             "profile": self.cfg.profile,
@@ -130,8 +131,8 @@ class Results:
                        "rebuilt": self.store.rebuilt(),
                        "computed_seconds_by_kind": {k: round(v, 2) for k, v in self.store.seconds.items()},
                        # what every stage this run used cost to train, loaded ones included (recorded in the entry)
-                       "train_seconds_by_kind": {k: round(v, 2) for k, v in self.store.train_seconds()[0].items()},
-                       "stages_without_recorded_cost": self.store.train_seconds()[1],
+                       "train_seconds_by_kind": {k: round(v, 2) for k, v in train_seconds.items()},
+                       "stages_without_recorded_cost": unknown,
                        "train_peak_rss_mb_upper_bound": self.store.train_peak_mb()}
             if self.store else None,
         }

@@ -80,8 +80,6 @@ def placement(notebook: str, params: dict[str, Any], output: str | None, publish
         out = check_file(output, ".ipynb", "--output")
         params = {"results_dir": str(out.parent / "results"), **params}
     results = resolve_path(params.get("results_dir", "results"))
-    if results.exists() and not results.is_dir():
-        raise ParameterError(f"results_dir {str(results)!r} is a file, not a folder")
     writable_folder(results, "results_dir")
     cfg = config_for(notebook).from_params(**params)
     changed = cfg.non_default()
@@ -287,7 +285,7 @@ def build_book(profile: str = "full", execute_notebooks: bool = True, progress: 
     stage = stage_book(profile)
     if not execute_notebooks:
         verify_results(profile)
-    if execute_notebooks:
+    else:
         print_plan(profile)
         for k, notebook in enumerate(NOTEBOOKS, 1):
             print(f"page {k} of {len(NOTEBOOKS)}: {notebook}", file=sys.stderr)

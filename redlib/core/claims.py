@@ -86,16 +86,19 @@ def paired_order_verdict(pairs: list[dict[str, Any]]) -> tuple[str, str]:
     """An `order` claim with per-seed values for each compared pair: 'holds' when every pair is decided the claimed
     way, 'does not hold' when one is decided the other way, else 'partly' as a tie; and a note naming the ties."""
     outcomes = [(p, *pair_outcome(p["above_values"], p["below_values"])) for p in pairs]
-    ties = [f"{p['above']} − {p['below']} = {gap:+.3f}" + (f" ± {sd:.3f} (paired sd, {len(p['above_values'])} seeds)"
-                                                            if sd == sd else " (one seed: no spread)")
-            + (" at the ceiling: untestable here" if min(np.mean(p["above_values"]), np.mean(p["below_values"])) >= CEILING
-               else "")
-            for p, o, gap, sd in outcomes if o == "tie"]
+    ties = [_tie_words(p, gap, sd) for p, o, gap, sd in outcomes if o == "tie"]
     if any(o == "below" for _, o, _, _ in outcomes):
         return "does not hold", ""
     if ties:
         return "partly", "tie: " + "; ".join(ties)
     return "holds", ""
+
+
+def _tie_words(pair: dict[str, Any], gap: float, sd: float) -> str:
+    """'A − B = +0.001 ± 0.002 (paired sd, 3 seeds)', and whether both sides sit at the ceiling."""
+    spread = f" ± {sd:.3f} (paired sd, {len(pair['above_values'])} seeds)" if sd == sd else " (one seed: no spread)"
+    ceiling = min(np.mean(pair["above_values"]), np.mean(pair["below_values"])) >= CEILING
+    return f"{pair['above']} − {pair['below']} = {gap:+.3f}{spread}" + (" at the ceiling: untestable here" if ceiling else "")
 
 
 def order_verdict(per_seed_holds, mean_holds: bool) -> str:

@@ -59,7 +59,8 @@ def configure() -> dict[str, Any]:
     record = {"path": "stock", "vendor": vendor, "isa": isa, "mode": mode, "stock_rel_error": stock_err}
     wanted = mode == "fast" or (mode == "auto" and vendor == "AuthenticAMD" and isa.startswith("AVX512"))
     if not wanted:
-        record["why"] = "stock MKL kernels (" + ("forced" if mode == "stock" else f"{vendor}: MKL runs its own {isa} path") + ")"
+        reason = "forced" if mode == "stock" else f"{vendor}: MKL runs its own {isa} path"
+        record["why"] = f"stock MKL kernels ({reason})"
         return record
     if not torch.backends.mkldnn.is_available():
         record["why"] = "oneDNN is not available in this torch build"

@@ -29,6 +29,11 @@ def resolve_path(path: str | os.PathLike) -> Path:
     return p if p.is_absolute() else project_root() / p
 
 
+def not_a_folder(path: Path) -> str:
+    """Why `path` is no folder, in the words of a one-line error: 'is a file, not a folder' or 'does not exist'."""
+    return "is a file, not a folder" if path.exists() else "does not exist"
+
+
 def seed_everything(seed: int) -> None:
     """Seed python, numpy and torch, and ask torch for deterministic kernels."""
     random.seed(seed)

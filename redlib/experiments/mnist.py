@@ -189,10 +189,13 @@ def findings(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_
     routing = t["routing"].groupby("digit").mean().drop(columns="seed")
     own = np.mean([routing.loc[d, DOMAIN_NAMES[domain_of(d)]] for d in routing.index])
     lines = [
-        f"- On the {cfg.data_label}, {len(cfg.seeds)} {'seed' if len(cfg.seeds) == 1 else 'seeds'} (mean ± sd over seeds{'' if cfg.split_seed is not None else ', each seed its own test split'}): RED {words('RED')}, the softmax MoE with "
+        f"- On the {cfg.data_label}, {len(cfg.seeds)} {'seed' if len(cfg.seeds) == 1 else 'seeds'} (mean ± sd over "
+        f"seeds{'' if cfg.split_seed is not None else ', each seed its own test split'}): RED {words('RED')}, the "
+        f"softmax MoE with "
         f"its own gate over the classifier experts {words('softmax MoE')}, the global head {words('global head')}, "
         f"uniform averaging {words('uniform averaging')}, oracle experts {words('oracle experts')}. Ordering of the "
-        f"deployable methods (paired seeds; ≈ a tie): {ranking(ov.pivot_table(index='seed', columns='method', values='accuracy'), ORDER)}.",
+        f"deployable methods (paired seeds; ≈ a tie): "
+        f"{ranking(ov.pivot_table(index='seed', columns='method', values='accuracy'), ORDER)}.",
         f"- The released code's forms: RED with logit experts {words('RED code variant')}, the MoE over those same "
         f"experts {words('softmax MoE (code experts)')}, the experts with equal weights {words(CODE_UNIFORM)} "
         f"(research code on 60k: RED {paper['mn.red.acc']['paper']}, MoE {paper['mn.moe.acc']['paper']}, "

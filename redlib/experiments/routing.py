@@ -258,7 +258,8 @@ def _epochs(metas: dict[str, dict], seed: int) -> pd.DataFrame:
     return pd.DataFrame([{"seed": seed, "stage": k, "epochs run": m["epochs_run"], "best epoch": m["best_epoch"],
                           "best val loss": min(h["val_loss"] for h in m["history"]),
                           "max epochs": m["key"]["train"]["max_epochs"], "patience": m["key"]["train"]["patience"],
-                          "still improving at the cap": m["best_epoch"] >= m["key"]["train"]["max_epochs"] - PAPER_PATIENCE,
+                          "still improving at the cap":
+                              m["best_epoch"] >= m["key"]["train"]["max_epochs"] - PAPER_PATIENCE,
                           "cached": m["cached"]}
                          for k, m in metas.items()])
 

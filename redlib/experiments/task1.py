@@ -177,7 +177,8 @@ def findings(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) ->
         f"own gate {a['softmax MoE']:.3f}, the global head {a['global head']:.3f} and uniform averaging "
         f"{a['uniform averaging']:.3f} (paper: " + ", ".join(f"{paper[f't1.{k}.acc']['paper']}" for k in
                                                             ("red", "moe", "global", "uniform"))
-        + f"). Our ordering (paired seeds; ≈ a tie) is {ranking(ranges.seeds_by_method(t, main), ORDER)}; the paper's ordering claim "
+        + f"). Our ordering (paired seeds; ≈ a tie) is {ranking(ranges.seeds_by_method(t, main), ORDER)}; "
+        f"the paper's ordering claim "
         f"**{v['t1.order']}**.",
         f"- The two MoE forms: its own gate, trained on the answer loss as the paper's classical MoE, {a['softmax MoE']:.3f}; "
         f"the same experts mixed by RED's range-supervised router {a[SHARED_MOE]:.3f}. "

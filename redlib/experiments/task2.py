@@ -142,7 +142,8 @@ def findings(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) ->
         f"{a['RED']:.3f}, the softmax MoE {a['softmax MoE']:.3f}, the global head {a['global head']:.3f} and uniform "
         f"averaging {a['uniform averaging']:.3f} (paper: " + ", ".join(
             f"{paper[f't2.{k}.acc']['paper']}" for k in ("red", "moe", "global", "uniform"))
-        + f"). Our ordering (paired seeds; ≈ a tie) is {ranking(ranges.seeds_by_method(t, main), ORDER)}; the paper's ordering claim "
+        + f"). Our ordering (paired seeds; ≈ a tie) is {ranking(ranges.seeds_by_method(t, main), ORDER)}; "
+        f"the paper's ordering claim "
         f"**{v['t2.order']}**.",
         "- RED by number of operations: " + ", ".join(f"{c} {'operation' if str(c) == '1' else 'operations'} {x:.3f}"
                                                        for c, x in ops.loc["RED"].items()) + ".",

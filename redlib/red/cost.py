@@ -3,7 +3,6 @@ the time and memory training each page's stages took, as the pages' own runs rec
 
 from __future__ import annotations
 
-
 import pandas as pd
 import torch
 from torch import nn
@@ -83,8 +82,7 @@ TIME_COLUMNS = ["page", "stage", "seconds", "peak_rss_mb", "compute_seconds", "r
 
 def time_table(times: pd.DataFrame) -> pd.DataFrame:
     """Training seconds per stage kind (rows) of each page (columns), then its compute in all, runs, training memory
-    bound and commit:
-    many stage kinds, few pages, so the table is long rather than wide."""
+    bound and commit: many stage kinds and few pages, so the table is long rather than wide."""
     if times.empty:
         return pd.DataFrame()
     wide = times.pivot_table(index="page", columns="stage", values="seconds", sort=False)

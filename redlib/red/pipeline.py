@@ -202,7 +202,7 @@ def router_over(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, dom
 
 def _retrain(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, seed: int | None,
              name: str) -> tuple[list[nn.Module], list[dict]]:
-    """Every domain's stage-2 module `name` trained again (side by side in `parallel.worker_count()` processes), with epochs."""
+    """Every domain's stage-2 module `name` trained again (side by side in worker processes), with epochs."""
     st = _restart(cfg, run, encoder, store, seed)
     jobs = [(name, i) for i in range(run.data.n_domains)]
     st.prefetch(jobs, {})

@@ -3,8 +3,8 @@
 Stage 1 trains the encoder's top (and runs on the page's threads); every later stage trains a small module on
 stage 1's frozen features. Those small stages are *jobs* ("expert", i), ("router", None), ... whose inputs are
 stage 1's head and features and, for stage 4 and the gates, other jobs' results. `Stages.prefetch` trains the
-jobs that are not cached yet in `parallel.worker_count()` spawned processes with the page's torch thread count, each once
-its inputs are done (`core/parallel.py`); the page then loads them from the cache in its usual order, so its
+jobs that are not cached yet in spawned processes (`parallel.worker_count()`) with the page's torch thread count,
+each once its inputs are done (`core/parallel.py`); the page then loads them from the cache in its usual order, so its
 modules, tables, epochs and cache keys are those of a serial run, bit for bit (`tests/test_pipeline.py`).
 """
 

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from ..core.config import ParameterError
+from ..core.runtime import not_a_folder
 
 MEAN, STD = 0.1307, 0.3081  # of the 60k MNIST training images, pixels in [0, 1]
 N_CLASSES = 10
@@ -77,8 +78,7 @@ def check_idx_dir(data_dir: str) -> dict[str, tuple[Path, Path]]:
         raise ParameterError(f"data_dir {str(folder)!r} cannot be read ({why})") from None
     missing = [stem for stem, path in found.items() if path is None]
     if not folder.is_dir() or missing:
-        state = ("it does not exist" if not folder.exists() else "it is a file, not a folder" if not folder.is_dir()
-                 else f"missing: {', '.join(missing)}")
+        state = f"it {not_a_folder(folder)}" if not folder.is_dir() else f"missing: {', '.join(missing)}"
         raise ParameterError(f"data_dir {str(folder)!r} must be a folder holding the MNIST IDX files "
                              f"{', '.join(found)} (each may end in .gz); {state}")
     for path in found.values():  # readable, with an IDX header: checked before any kernel starts

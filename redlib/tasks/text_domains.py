@@ -18,6 +18,7 @@ import torch
 from torch import Tensor
 
 from ..core.config import ParameterError
+from ..core.runtime import not_a_folder
 from ..models.backbone import EMBEDDED, embedded_path
 from ..models.moe import PAD  # encoded batches pad with the models' padding id; token ids start at 1
 
@@ -156,8 +157,8 @@ def tokenizer_path(name: str) -> Path:
         return embedded_path()
     path = Path(name).expanduser()
     if not path.is_dir():
-        raise ParameterError(f"tokenizer path {str(path)!r} {'is a file, not a folder' if path.exists() else 'does not exist'}; pass 'embedded' or a local Hugging Face "
-                             "tokenizer folder (e.g. a downloaded gpt2)")
+        raise ParameterError(f"tokenizer path {str(path)!r} {not_a_folder(path)}; pass 'embedded' or a local Hugging "
+                             "Face tokenizer folder (e.g. a downloaded gpt2)")
     files = ("tokenizer.json", "vocab.json", "vocab.txt", "tokenizer.model")
     if not any((path / f).exists() for f in files):
         raise ParameterError(f"tokenizer path {str(path)!r} holds no tokenizer (needs one of {', '.join(files)})")
