@@ -89,7 +89,8 @@ plots.red_diagram();
 # NBVAL_CHECK_OUTPUT
 status = ledger.status(collected)
 results.table("status", status)
-display(Markdown(status.to_markdown(index=False)))
+display(Markdown(":::{table} Each part of the paper: its page, its claims, and how many hold\n"
+                 + status.to_markdown(index=False) + "\n:::"))
 
 # %% [markdown]
 # ## How to read a page

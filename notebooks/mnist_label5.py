@@ -60,9 +60,10 @@ from IPython.display import Markdown, display
 from tqdm import tqdm
 
 from redlib.book import ledger, pages, plots, runner
+from redlib.book.glue import glue_values
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
-from redlib.experiments import mnist
+from redlib.experiments import mnist, ranges
 
 store = Store()
 cfg, results = pages.start("mnist_label5", globals(), store)
@@ -86,7 +87,7 @@ runner.parameters_shown(cfg)
 # NBVAL_CHECK_OUTPUT
 sizes = mnist.data_table(data)
 results.table("data", sizes)
-plots.styled(sizes, hide_index=True)
+plots.styled(sizes, hide_index=True, caption="Digits per split and domain")
 
 # %% [markdown]
 # ## Stages
@@ -114,7 +115,7 @@ for name, df in t.items():
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(mnist.summary(t["overall"]), precision=3)
+plots.styled(mnist.summary(t["overall"]), precision=3, caption="Test accuracy per method, mean ± sd over seeds, beside the research code's")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "MNIST test accuracy per method, mean over seeds with one standard deviation.", "name": "fig-mn-overall"}, "image": {"alt": "Bar chart of MNIST test accuracy per method"}}
 plots.method_bars(t["overall"].assign(run=cfg.data_label.split(" (")[0]), "MNIST: accuracy per method");
@@ -125,7 +126,7 @@ plots.method_bars(t["overall"].assign(run=cfg.data_label.split(" (")[0]), "MNIST
 # Accuracy per label-pair domain (mean over seeds), with the research code's rows for RED and its MoE:
 
 # %% tags=["hide-input"]
-plots.styled(mnist.per_domain_table(t["per_domain"]), precision=3)
+plots.styled(mnist.per_domain_table(t["per_domain"]), precision=3, caption="Accuracy per label-pair domain, mean over seeds")
 
 # %% [markdown]
 # ## Routing
@@ -134,7 +135,8 @@ plots.styled(mnist.per_domain_table(t["per_domain"]), precision=3)
 # (test split, mean over seeds). A digit should send its weight to its own pair.
 
 # %% tags=["hide-input"]
-plots.styled(t["router_accuracy"].groupby("split_part")["router_accuracy"].agg(["mean", "std"]), precision=4)
+plots.styled(t["router_accuracy"].groupby("split_part")["router_accuracy"].agg(["mean", "std"]), precision=4,
+             caption="RED's router: domain accuracy per split, mean and sd over seeds")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Mean routing weight of RED's router per true digit (rows) and label-pair domain (columns), test split, mean over seeds.", "name": "fig-mn-routing"}, "image": {"alt": "Heatmap of routing weights, digits against domains"}}
 plots.accuracy_heatmap(t["routing"].groupby("digit").mean().drop(columns="seed"), "RED's routing weight per digit",
@@ -164,15 +166,34 @@ ledger.styled(ledger.page_table(results.claims))
 # ## Epochs and time per stage
 
 # %% tags=["hide-input"]
-display(plots.styled(t["epochs"].groupby("stage", sort=False).agg(
-    {"epochs run": "mean", "best epoch": "mean", "max epochs": "first"}), precision=1))
-plots.styled(t["stage_seconds"].mean(numeric_only=True).drop("seed").to_frame("seconds"), precision=1)
+display(plots.styled(ranges.epochs_table(t["epochs"], by=("stage",)), precision=1, caption="Epochs run and best "
+                     "epoch (mean over seeds) per stage, the cap and patience, and the runs still improving at the cap"))
+plots.styled(t["stage_seconds"].mean(numeric_only=True).drop("seed").to_frame("seconds"), precision=1,
+             caption="Seconds per stage, mean over seeds")
+
+# %% tags=["remove-cell"]
+glue_values(mnist.found(cfg, t, ledger.verdicts(results.claims), len(data["train"][1])))
 
 # %% [markdown]
 # ## What we found
-
-# %% tags=["hide-input"]
-display(Markdown(mnist.findings(cfg, t, ledger.verdicts(results.claims), len(data["train"][1]))))
+#
+# - On the {glue:text}`mn_data`, {glue:text}`mn_n_seeds` (mean ± sd over seeds, {glue:text}`mn_split`):
+#   RED {glue:text}`mn_red`, the softmax MoE with its own gate over the classifier experts
+#   {glue:text}`mn_moe`, the global head {glue:text}`mn_global`, uniform averaging {glue:text}`mn_uniform`,
+#   oracle experts {glue:text}`mn_oracle`. Ordering of the deployable methods (paired seeds; ≈ a tie):
+#   {glue:text}`mn_ranking`.
+# - The released code's forms: RED with logit experts {glue:text}`mn_red_code`, the MoE over those same
+#   experts {glue:text}`mn_moe_code`, the experts with equal weights {glue:text}`mn_uniform_code` (research
+#   code on 60k digits: RED {glue:text}`mn_paper_red`, MoE {glue:text}`mn_paper_moe`, uniform
+#   {glue:text}`mn_paper_uniform`, base {glue:text}`mn_paper_base`).
+# - RED's router names the right label pair for {glue:text}`mn_router:.3f` of test digits; on average a
+#   digit gives {glue:text}`mn_own_weight:.3f` of its routing weight to its own domain.
+# - Stages still improving at their cap of {glue:text}`mn_max_epochs` epochs (patience
+#   {glue:text}`mn_patience`, lr {glue:text}`mn_lr`): {glue:text}`mn_capped`. A verdict resting on such a stage
+#   is about our training budget, not about RED.
+# - The claims are judged with {glue:text}`mn_judged`, value claims with tolerance
+#   {glue:text}`mn_value_tol`; the research code trained on 60k digits, this run on
+#   {glue:text}`mn_n_train`. Verdicts: {glue:text}`mn_verdicts`.
 
 # %% tags=["hide-input"]
 results.finish()

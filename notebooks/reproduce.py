@@ -63,7 +63,7 @@ from redlib.core.runtime import resolve_path
 cfg, results = pages.start("reproduce", globals())
 params = parameter_table()
 results.table("parameters", params)
-plots.styled(params.set_index(["notebook", "parameter"])).set_table_styles(
+plots.styled(params.set_index(["notebook", "parameter"]), caption="Every notebook's parameters").set_table_styles(
     [{"selector": "td, th", "props": "font-size: 0.8em; vertical-align: top"}])
 
 # %% [markdown]
@@ -89,7 +89,7 @@ for name in pages.NOTEBOOKS:
                      "started": p["started_at"], "cold wall seconds (bench)": cold.get(name, {}).get("wall_seconds")})
 walltimes = pd.DataFrame(rows)
 results.table("wall_times", walltimes)
-plots.styled(walltimes, precision=1, hide_index=True)
+plots.styled(walltimes, precision=1, hide_index=True, caption="Each page's last run and its cold time")
 
 # %% [markdown]
 # ## On a GPU, or with the paper's backbone

@@ -74,6 +74,7 @@ from IPython.display import Markdown, display
 from tqdm import tqdm
 
 from redlib.book import ledger, pages, plots, runner
+from redlib.book.glue import glue_values
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
 from redlib.experiments import routing as ra
@@ -120,7 +121,7 @@ runner.parameters_shown(cfg)
 sizes = pd.DataFrame([
     {"experiment": e, "setting": k, "this run": getattr(cfg, f"{w}_{k}"), "the paper": v}
     for e, w in (("1 code expert", "code"), ("3 domain experts", "domain")) for k, v in ra.PAPER_SIZES[w].items()])
-plots.styled(sizes, hide_index=True)
+plots.styled(sizes, hide_index=True, caption="Model and data sizes: this run against the paper's")
 
 # %% [markdown]
 # One sample of each domain (first seed):
@@ -130,7 +131,7 @@ plots.styled(sizes, hide_index=True)
 examples = pd.DataFrame([{"experiment": e, "domain": d, "example": td.generate(d, 1, cfg.seed)[0].replace("\n", " ⏎ ")}
                          for e, names in (("1", td.EXPERIMENT_DOMAINS["code"]), ("3", td.EXPERIMENT_DOMAINS["domains"]))
                          for d in names])
-plots.styled(examples, hide_index=True)
+plots.styled(examples, hide_index=True, caption="One generated example per domain")
 
 # %% [markdown]
 # ## Experiment 1: a pretrained code expert
@@ -165,7 +166,7 @@ plots.routing_heatmaps({"mean routing weight": rr.heat(code_table, "weight"),
 # Expert 0's share per domain (mean and standard deviation over seeds):
 
 # %% tags=["hide-input"]
-plots.styled(rr.expert0(code_table))
+plots.styled(rr.expert0(code_table), caption="Experiment 1: expert 0's routing share per domain, mean and sd over seeds")
 
 # %% [markdown]
 # The token-level view (first seed): each token of a held-out code sample and story sample, coloured
@@ -208,7 +209,7 @@ plots.routing_heatmaps({"share of test digits (top expert)": rr.heat(digit_table
 # difference):
 
 # %% tags=["hide-input"]
-plots.styled(contrast, hide_index=True)
+plots.styled(contrast, hide_index=True, caption="Experiment 2: expert 0 as top expert on digits 0 and 7 against the others, per seed")
 
 # %% [markdown]
 # ## Experiment 3: lightly pretrained domain experts
@@ -243,7 +244,8 @@ plots.routing_heatmaps({st: rr.heat(domain_table[domain_table["setting"] == st],
 # `domain_routing.csv`):
 
 # %% tags=["hide-input"]
-plots.styled(match.groupby(["setting", "domain"], sort=False)["token share"].agg(["mean", "std"]).unstack(0))
+plots.styled(match.groupby(["setting", "domain"], sort=False)["token share"].agg(["mean", "std"]).unstack(0),
+             caption="Experiment 3: share of each domain's tokens routed to its own expert, mean and sd over seeds")
 
 # %% [markdown]
 # Every stage's epochs, the epoch whose weights were kept (counted from 0) and its validation loss:
@@ -252,7 +254,7 @@ plots.styled(match.groupby(["setting", "domain"], sort=False)["token share"].agg
 epochs = pd.concat([pd.concat(x).assign(experiment=e) for e, x in
                     (("1", epochs_1), ("2", epochs_2), ("3", epochs_3))], ignore_index=True)
 results.table("epochs", epochs)
-plots.styled(epochs.drop(columns="cached"), hide_index=True)
+plots.styled(epochs.drop(columns="cached"), hide_index=True, caption="Every stage's epochs, kept epoch and validation loss")
 
 # %% [markdown]
 # (ra-claims)=
@@ -267,12 +269,29 @@ plots.styled(epochs.drop(columns="cached"), hide_index=True)
 results.record(rr.claims(cfg, code_table, contrast, match, rr.by_domain(code_routes, first=5)))
 ledger.styled(ledger.page_table(results.claims))
 
+# %% tags=["remove-cell"]
+glue_values(rr.found(cfg, results.claims, ledger.verdicts(results.claims), contrast, match, domain_table))
+
 # %% [markdown]
 # ## What we found
-
-# %% tags=["hide-input"]
-display(Markdown(rr.findings(cfg, results.claims, ledger.verdicts(results.claims), code_table, contrast, match,
-                             domain_table)))
+#
+# - **Code expert** ({glue:text}`ra_n_seeds`, models {glue:text}`ra_code_sizes` sizes): expert 0 takes
+#   on average {glue:text}`ra_code_share:.3f` of the routing weight on held-out code samples, against
+#   {glue:text}`ra_other_low:.3f`-{glue:text}`ra_other_high:.3f` on the other domains (uniform would be
+#   0.25). Its smallest share on any domain is {glue:text}`ra_any_low:.3f`: above
+#   {glue:text}`ra_majority` it takes most of the weight on every domain, i.e. the router favours the expert
+#   that arrived trained whatever the input. `ra.code_expert` **{glue:text}`ra_v_ra_code_expert`**.
+# - **'0 or 7' expert** ({glue:text}`ra_n_seeds`, MoE test accuracy {glue:text}`ra_moe_acc:.3f`):
+#   expert 0 is the top expert for {glue:text}`ra_07:.3f` of test digits 0 and 7 and for
+#   {glue:text}`ra_other_digits:.3f` of the others (ratio {glue:text}`ra_ratio:.2f`, difference
+#   {glue:text}`ra_difference:+.3f`; per seed the ratio runs from {glue:text}`ra_ratio_low:.2f` to
+#   {glue:text}`ra_ratio_high:.2f`). `ra.mnist07` **{glue:text}`ra_v_ra_mnist07`**.
+# - **Domain experts** ({glue:text}`ra_n_seeds`, models {glue:text}`ra_domain_sizes` sizes): the share
+#   of each domain's tokens routed to its own expert is {glue:text}`ra_own_plain` without entropy
+#   regularisation and {glue:text}`ra_own_entropy` with weight {glue:text}`ra_entropy_weight` (uniform
+#   routing would give 0.25). In {glue:text}`ra_one_top` of {glue:text}`ra_runs` runs (seeds x settings) a
+#   single expert is the top choice of all four domains; a router that followed the experts' domains would
+#   give none. `ra.domain_match` **{glue:text}`ra_v_ra_domain_match`** (judged without regularisation).
 
 # %% tags=["hide-input"]
 results.finish()

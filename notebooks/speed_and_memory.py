@@ -37,6 +37,7 @@ from IPython.display import Markdown, display
 
 from redlib.bench import report
 from redlib.book import pages, plots
+from redlib.book.glue import glue_values
 from redlib.core.runtime import resolve_path
 
 cfg, results = pages.start("speed_and_memory", globals())
@@ -87,7 +88,7 @@ if bench and "prefix_cache" in bench:
                                                  zip(cache["speedup"], cache["speedup_min"], cache["speedup_max"])]})
     shown = shown[["backbone", "blocks L", "batch", "naive epoch s", "cached epoch s", "prefix once s", "speed-up (range)",
                    "bound", "share of bound"]]
-    display(plots.styled(shown, precision=2, hide_index=True))
+    display(plots.styled(shown, precision=2, hide_index=True, caption="Frozen-prefix cache against naive training, per backbone and depth"))
     qwen = cache[cache["backbone"] == "Qwen3-shaped"].rename(columns={"blocks L": "blocks"})
     plots.speedup_vs_bound(qwen, "Qwen3-0.6B-shaped stacks: cache speed-up vs depth");
 
@@ -133,7 +134,7 @@ if bench and "features_cache" in bench and "throughput" in bench:
                      f"{tp['red_extra_cost_vs_backbone']:.2%} of a backbone forward per query; its residuals and router "
                      f"hold {tp['params']['red_residuals_and_router']:,} parameters against the backbone's "
                      f"{tp['params']['backbone']:,} and the MoE's experts and router {tp['params']['moe_experts_and_router']:,}."))
-    display(plots.styled(thr, hide_index=True))
+    display(plots.styled(thr, hide_index=True, caption="Inference throughput per method"))
 
 # %% [markdown]
 # ## Notebooks, cold
@@ -154,7 +155,7 @@ if bench:
     nbt = report.notebooks(bench)
     if len(nbt):
         results.table("notebooks", nbt)
-        display(plots.styled(nbt, precision=1, hide_index=True))
+        display(plots.styled(nbt, precision=1, hide_index=True, caption="Each notebook's cold run, per profile"))
     for upd in bench.get("page_updates", []):
         display(Markdown(f"Re-timed alone at commit `{upd['git_commit'][:12]}` ({upd['at']}, {upd['profile']} profile): "
                          + ", ".join(f"`{n}`" for n in upd["notebooks"]) + "."))
@@ -176,7 +177,7 @@ if bench and "smoke_test_command" in bench:
     st = bench["smoke_test_command"]
     steps = pd.DataFrame([{"command": s["command"], "seconds": round(s["seconds"], 1)} for s in st["steps"]])
     results.table("test_command", steps)
-    display(plots.styled(steps, precision=1, hide_index=True))
+    display(plots.styled(steps, precision=1, hide_index=True, caption="make test, step by step"))
 elif bench:
     display(Markdown("This bench run did not time the test command (it is timed by `make bench` without `--smoke`)."))
 
@@ -188,7 +189,7 @@ if bench:
     tt = report.targets(bench)
     results.table("targets", tt)
     colour = {"yes": "background-color: #c8e6c9", "no": "background-color: #ffcdd2"}
-    display(plots.styled(tt, hide_index=True).map(lambda v: colour.get(v, ""), subset=["met"]))
+    display(plots.styled(tt, hide_index=True, caption="Targets on this machine").map(lambda v: colour.get(v, ""), subset=["met"]))
 
 # %% [markdown]
 # ## From run to run
@@ -208,7 +209,7 @@ if len(history):
                               "test command min": "make test, min (that run's tests)",
                               "peak memory GiB": "largest page kernel's peak, GiB (that run)"})
     results.table("history", runs)
-    display(plots.styled(runs, precision=2))
+    display(plots.styled(runs, precision=2, caption="Headline numbers of every recorded full bench run"))
 else:
     display(Markdown("No full bench run has been recorded yet."))
 
@@ -228,17 +229,27 @@ if bench and bench.get("notebooks"):
     if len(by_kind):
         results.table("stage_seconds", by_kind)
         display(Markdown(f"`{slowest}` (cold: {wall / 60:.1f} min), time by stage kind:"))
-        display(plots.styled(by_kind, precision=1, hide_index=True))
+        display(plots.styled(by_kind, precision=1, hide_index=True, caption=f"{slowest}, cold: seconds per stage kind"))
 if bench and "profile" in bench:
     display(Markdown(f"cProfile of {bench['profile']['what']}:"))
-    display(plots.styled(report.cprofile_table(bench["profile"]["cprofile"]).head(15), precision=3, hide_index=True))
+    display(plots.styled(report.cprofile_table(bench["profile"]["cprofile"]).head(15), precision=3, hide_index=True,
+                         caption="cProfile: the 15 functions with the most cumulative time"))
+
+# %% tags=["remove-cell"]
+glue_values(report.found(bench, tt if bench else None, history))
 
 # %% [markdown]
 # ## What we found
-
-# %% tags=["hide-input"]
-if bench:
-    display(Markdown("\n".join(report.findings(bench, tt, history))))
+#
+# - {glue:text}`sp_met` of {glue:text}`sp_judged` targets met on this machine.
+# - Missed: {glue:md}`sp_missed`.
+# - For reference only (not a target): {glue:text}`sp_reference`.
+# - Timings not of today's profile (the totals that include them are out of date): {glue:md}`sp_stale`.
+# - Where the time goes, the slowest notebook: {glue:md}`sp_where`; that is where a faster pipeline
+#   would start.
+# - Across the recorded bench runs, the speed-ups ranged: {glue:text}`sp_agreement`.
+# - Cached pooled features make a router epoch cheaper than recomputing the backbone by
+#   {glue:text}`sp_features`: stages 2-4 of every experiment train on them.
 
 # %% tags=["hide-input"]
 results.finish()

@@ -63,6 +63,7 @@ from IPython.display import Markdown, display
 from tqdm import tqdm
 
 from redlib.book import ledger, pages, plots, runner
+from redlib.book.glue import glue_values
 from redlib.core.runtime import resolve_device
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
@@ -89,7 +90,7 @@ runner.parameters_shown(cfg)
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(task2.examples(cfg), hide_index=True)
+plots.styled(task2.examples(cfg), hide_index=True, caption="Example expressions")
 
 # %% [markdown]
 # Sizes, distinct texts and symbolic forms, how much of test also appears in train, and the
@@ -97,7 +98,7 @@ plots.styled(task2.examples(cfg), hide_index=True)
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(task2.data_table(cfg), hide_index=True)
+plots.styled(task2.data_table(cfg), hide_index=True, caption="The data per setting and split")
 
 # %% [markdown]
 # ## Stages
@@ -124,7 +125,7 @@ for name, df in t.items():
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(ranges.overall_summary(t["overall"], "t2"), precision=3)
+plots.styled(ranges.overall_summary(t["overall"], "t2"), precision=3, caption="Test accuracy per setting and method, mean and sd over seeds, beside the paper's")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Task 2 test accuracy per method, mean over seeds with one standard deviation, on the iid split (the paper's sampling) and the isolated split (unseen symbolic forms).", "name": "fig-t2-overall"}, "image": {"alt": "Bar chart of Task 2 test accuracy per method and setting"}}
 plots.method_bars(t["overall"], "Task 2: accuracy per method");
@@ -137,7 +138,8 @@ plots.method_bars(t["overall"], "Task 2: accuracy per method");
 # %% tags=["hide-input"]
 main = cfg.settings[0].label
 acc_range = ranges.per_range_table(t["per_range"], main)
-plots.styled(pd.concat([acc_range, ranges.paper_per_range(acc_range.columns, "t2")]), precision=3)
+plots.styled(pd.concat([acc_range, ranges.paper_per_range(acc_range.columns, "t2")]), precision=3,
+             caption="Accuracy per output range, mean over seeds, and the paper's")
 
 # %% [markdown]
 # Accuracy by number of operations (mean over seeds), per setting; the paper reports only a
@@ -145,7 +147,7 @@ plots.styled(pd.concat([acc_range, ranges.paper_per_range(acc_range.columns, "t2
 
 # %% tags=["hide-input"]
 ops = task2.by_operations(t["overall"])
-plots.styled(ops, precision=3)
+plots.styled(ops, precision=3, caption="Accuracy by number of operations, mean over seeds")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy by number of operations per method and setting, mean over seeds with one standard deviation.", "name": "fig-t2-ops"}, "image": {"alt": "Point plots of accuracy against the number of operations, one line per method, one panel per setting"}}
 plots.step_lines(task2.operations_long(t["overall"]), "operations", "method", "Task 2: accuracy by number of operations",
@@ -155,15 +157,16 @@ plots.step_lines(task2.operations_long(t["overall"]), "operations", "method", "T
 # By phrasing, claims' setting: the "if" phrasing names the first two operands in the other order.
 
 # %% tags=["hide-input"]
-plots.styled(task2.by_phrasing(t["overall"], main), precision=3)
+plots.styled(task2.by_phrasing(t["overall"], main), precision=3, caption="Accuracy by phrasing, mean over seeds")
 
 # %% [markdown]
 # ## The router, near misses and the confusions of the best and the worst method
 
 # %% tags=["hide-input"]
 display(plots.styled(t["router_accuracy"].pivot_table(index="run", columns="split_part", values="router_accuracy",
-                                                      aggfunc=["mean", "std"], sort=False), precision=4))
-plots.styled(ranges.near_misses(t["overall"]), precision=3)
+                                                      aggfunc=["mean", "std"], sort=False), precision=4,
+                     caption="The router's range accuracy per setting and split, mean and sd over seeds"))
+plots.styled(ranges.near_misses(t["overall"]), precision=3, caption="Share of errors within ±2 of the true answer, mean over seeds")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Confusion matrices (true vs predicted answer) of the best and the worst deployable method, the claims' setting, first seed.", "name": "fig-t2-confusion"}, "image": {"alt": "Two confusion heatmaps of predicted against true answers"}}
 plots.confusions(ranges.confusions(first, t["overall"]), "predicted answer", "true answer");
@@ -183,15 +186,39 @@ ledger.styled(ledger.page_table(results.claims))
 # ## Epochs and time per stage
 
 # %% tags=["hide-input"]
-display(plots.styled(t["epochs"].groupby(["run", "stage"], sort=False).agg(
-    {"epochs run": "mean", "best epoch": "mean", "max epochs": "first"}), precision=1))
-plots.styled(t["stage_seconds"].groupby("run", sort=False).mean(numeric_only=True).drop(columns="seed"), precision=1)
+display(plots.styled(ranges.epochs_table(t["epochs"]), precision=1, caption="Epochs run and best epoch (mean over "
+                     "seeds) per setting and stage, the cap and patience, and the runs still improving at the cap"))
+plots.styled(t["stage_seconds"].groupby("run", sort=False).mean(numeric_only=True).drop(columns="seed"), precision=1,
+             caption="Seconds per stage kind and setting, mean over seeds")
+
+# %% tags=["remove-cell"]
+glue_values(task2.found(cfg, t, ledger.verdicts(results.claims)))
 
 # %% [markdown]
 # ## What we found
-
-# %% tags=["hide-input"]
-display(Markdown(task2.findings(cfg, t, ledger.verdicts(results.claims))))
+#
+# - In the claims' setting ({glue:text}`t2_setting`, step mix {glue:text}`t2_step_mix`) RED reaches accuracy
+#   {glue:text}`t2_red:.3f`, the softmax MoE {glue:text}`t2_moe:.3f`, the global head {glue:text}`t2_global:.3f`
+#   and uniform averaging {glue:text}`t2_uniform:.3f` (paper: {glue:text}`t2_paper_red`,
+#   {glue:text}`t2_paper_moe`, {glue:text}`t2_paper_global`, {glue:text}`t2_paper_uniform`). Our ordering
+#   (paired seeds; ≈ a tie) is {glue:text}`t2_ranking`; the paper's ordering claim
+#   **{glue:text}`t2_v_t2_order`**.
+# - RED by number of operations: {glue:text}`t2_red_by_operations`.
+# - Oracle routing of the experts gives {glue:text}`t2_oracle:.3f`; RED routed by the true range
+#   {glue:text}`t2_red_true:.3f`. The released code's MoE form, a gate over the code's logit experts, reaches
+#   {glue:text}`t2_moe_code:.3f`.
+# - In the claims' setting {glue:text}`t2_seen:.1%` of the test expressions (first seed) also appear in
+#   train, and {glue:text}`t2_forms_seen:.1%` of their symbolic forms: the lower these shares, the more
+#   Task 2 asks for arithmetic on unseen expressions rather than recall.
+# - Our extensions (outside the paper's protocol): {glue:text}`t2_extensions`.
+# - Digit-spaced numbers (`number_format='digits'` or `digits_variant_on`) give the embedded backbone one
+#   token per digit, as Qwen3 has; settings run with them here: {glue:text}`t2_digit_settings`.
+# - Stages still improving at their cap: {glue:text}`t2_capped`. Their cause is
+#   the paper's cap (60 epochs, patience 3) at the paper's learning rates; a verdict resting on such a stage is
+#   about our training budget, not about RED (the step decomposition page's learning-rate check shows what a
+#   converged residual gives).
+# - The {glue:text}`t2_n_claims` claims measured on this page, under the paper's protocol (value claims
+#   with tolerance {glue:text}`t2_value_tol`, backbone {glue:text}`t2_backbone`), {glue:text}`t2_tally`.
 
 # %% tags=["hide-input"]
 results.finish()

@@ -46,6 +46,7 @@ import torch
 from IPython.display import Markdown, display
 
 from redlib.book import ledger, pages, plots, runner
+from redlib.book.glue import glue_values
 from redlib.core.parallel import worker_count
 from redlib.core.store import Store
 from redlib.experiments import toy
@@ -80,7 +81,7 @@ domain_table = pd.DataFrame(
     [{"domain": n, "a, b from": lo, "a, b to": hi, "points": (hi - lo + 1) ** 2, "sums a+b": f"{2 * lo}-{2 * hi}"}
      for n, (lo, hi) in zip(toy.DOMAIN_NAMES, toy.DOMAINS)]
 )
-plots.styled(domain_table, hide_index=True)
+plots.styled(domain_table, hide_index=True, caption="The five domains: operand ranges, points and sums")
 
 # %% [markdown]
 # ## Runs
@@ -130,7 +131,7 @@ plots.accuracy_heatmap(accuracy_table(evals_a), "A: linear experts, accuracy (me
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(error_table(evals_a), precision=4)
+plots.styled(error_table(evals_a), precision=4, caption="A: mean absolute error in sum units, mean over seeds")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment A, first seed: each linear expert's prediction along the diagonal a = b and the anti-diagonal b = 101 - a (grey bands: the training domains on the diagonal).", "name": "fig-toy-a-curves"}, "image": {"alt": "Line plots of linear experts' predictions against the true sum"}}
 plots.prediction_curves(curves_a, "A: linear experts", bands=toy.DOMAINS);
@@ -173,7 +174,8 @@ for ax, base_name in zip(axes, ["exact", "learned"]):
 # $|r_i|$ in sum units, on the expert's own domain and on the whole grid (mean over seeds):
 
 # %% tags=["hide-input"]
-plots.styled(sizes_c.groupby(["base", "expert"])[["max |r| own domain", "max |r| whole grid"]].mean(), precision=3)
+plots.styled(sizes_c.groupby(["base", "expert"])[["max |r| own domain", "max |r| whole grid"]].mean(), precision=3,
+             caption="C: largest residual |r| in sum units, mean over seeds")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment C, exact base, first seed: the residual experts barely move the base's straight line.", "name": "fig-toy-c-curves"}, "image": {"alt": "Line plots of base plus residual experts' predictions against the true sum"}}
 plots.prediction_curves(curves_c, "C: exact base + residual experts", bands=toy.DOMAINS);
@@ -210,11 +212,35 @@ results.record(toy.claims(evals_a, weights_a, evals_b, evals_c))
 verdicts = ledger.page_table(results.claims)
 ledger.styled(verdicts)
 
+# %% tags=["remove-cell"]
+glue_values(toy.found(results.claims, ledger.verdicts(results.claims), weights_a, evals_b, evals_c, cfg))
+
 # %% [markdown]
 # ## What we found
-
-# %% tags=["hide-input"]
-display(Markdown(toy.findings(results.claims, ledger.verdicts(results.claims), weights_a, evals_b, evals_c, cfg)))
+#
+# - **Linear experts (A).** The largest deviation of any expert's weights from $[0.5, 0.5, 0]$ is
+#   {glue:text}`toy_dev_mean:.1e` on average over {glue:text}`toy_n_seeds` (largest
+#   {glue:text}`toy_dev_max:.1e`; verdict: **{glue:text}`toy_v_toy_linear_weights`**). Experts off the shared
+#   optimum by more than {glue:text}`toy_weight_tol` in some seed: {glue:text}`toy_far_experts`. Inside a domain
+#   far from the origin $x_1 + x_2$ varies little, so $(w_1 + w_2)$ and $b$ are nearly interchangeable and
+#   gradient descent needs many epochs to separate them; this run allowed {glue:text}`toy_max_epochs`.
+#   Averaging the experts' parameters gives worst-domain accuracy {glue:text}`toy_linear_param_average`
+#   (verdict: **{glue:text}`toy_v_toy_linear_param_average`**), averaging their outputs
+#   {glue:text}`toy_linear_output_average` (verdict: **{glue:text}`toy_v_toy_linear_output_average`**).
+# - **MLP experts (B).** The best domain accuracy that either average reaches is
+#   {glue:text}`toy_mlp_average_collapse`, against the paper's {glue:text}`toy_paper_low:.2f`-{glue:text}`toy_paper_high:.2f`
+#   (verdict: **{glue:text}`toy_v_toy_mlp_average_collapse`**). Each MLP expert is right on its own domain
+#   but extrapolates poorly: the single experts' mean accuracy off their domain is {glue:text}`toy_mlp_off_domain:.3f`.
+# - **Residual experts (C).** With the paper's exact base, the base alone, the base with any single
+#   expert and the base with all experts mixed reach worst-domain accuracy
+#   {glue:text}`toy_residual_base_only` (verdict: **{glue:text}`toy_v_toy_residual_base_only`**),
+#   {glue:text}`toy_residual_single_expert` (verdict: **{glue:text}`toy_v_toy_residual_single_expert`**) and
+#   {glue:text}`toy_residual_all_mixed` (verdict: **{glue:text}`toy_v_toy_residual_all_mixed`**).
+#   On its own domain a single expert scores at worst {glue:text}`toy_own_domain_worst:.3f`; on domains it
+#   never saw, a correction of more than half a unit pushes the answer over the rounding line, and the 1/5
+#   mix divides each stray correction by five. The exact base solves
+#   the task by construction, so experiment C shows that small residuals do not spoil a correct base. With a
+#   *learned* base the mix reaches {glue:text}`toy_learned_mix` on its worst domain.
 
 # %% tags=["hide-input"]
 results.finish()

@@ -1,5 +1,6 @@
 """The bench page's logic, against the committed bench.json (what the page shows is computed here)."""
 
+import pandas as pd
 import pytest
 
 from redlib.bench import report
@@ -61,11 +62,15 @@ def test_every_timed_stage_kind_is_described(bench):
             assert {k.rpartition("/")[2] for k in entry.get("stage_seconds") or {}} <= known, name
 
 
-def test_findings_and_profile_table(bench):
+def test_found_values_and_profile_table(bench):
+    """The Speed page's conclusions get a value for every key, with or without a bench file."""
     tt = report.targets(bench)
-    lines = report.findings(bench, tt, report.history(BENCH / "history.jsonl"))
+    values = report.found(bench, tt, report.history(BENCH / "history.jsonl"))
     judged = tt["met"].isin(["yes", "no"])
-    assert lines[0] == f"- {(tt['met'] == 'yes').sum()} of {judged.sum()} targets met on this machine."
+    assert (values["sp_met"], values["sp_judged"]) == ((tt["met"] == "yes").sum(), judged.sum())
+    missed = values["sp_missed"].data
+    assert missed == "no target" or missed.count(" against ") == (tt["met"] == "no").sum()
+    assert report.found(None, None, pd.DataFrame()).keys() == values.keys()
     prof = report.cprofile_table(bench["profile"]["cprofile"])
     assert len(prof) and (prof["cumulative s"] >= prof["own s"]).all()
 

@@ -217,3 +217,45 @@ def test_sigterm_stops_the_kernel_and_its_workers_and_leaves_nothing_behind(tmp_
     assert not [p for p in seen if _alive(p)], "a child of the stopped run is still running"
     assert set(project_root().glob("kernel-ipc-*")) <= ipc_before
     assert not list((tmp_path / "cache").rglob("*.tmp*")) and not (tmp_path / "toy.ipynb").exists()
+
+
+def _wrong_values() -> list[tuple[str, str, str]]:
+    """(page, parameter, a value it must refuse) for every typed parameter of every page: a word for a number or a
+    flag, an unknown choice, a folder that does not exist for a path (free-text parameters have no wrong type)."""
+    from redlib.book.pages import PAGES, config_for
+
+    cases = []
+    for page in PAGES:
+        cls = config_for(page.name)
+        for name, types_ in cls.field_types().items():
+            if name in getattr(cls, "CHOICES", {}) or name == "profile":
+                cases.append((page.name, name, "no-such-choice"))
+            elif bool in types_:
+                cases.append((page.name, name, "maybe"))
+            elif int in types_ or float in types_:
+                cases.append((page.name, name, "twelve"))
+            elif name in ("backbone", "data_dir", "mnist_data_dir", "tokenizer"):
+                cases.append((page.name, name, "/no/such/folder"))
+            elif name == "device":
+                cases.append((page.name, name, "tpu"))
+    return cases
+
+
+@pytest.mark.parametrize("page, name, bad", _wrong_values())
+def test_every_parameter_of_every_page_refuses_a_wrong_value_in_one_line(page, name, bad, tmp_path, capsys):
+    """The generated newcomer table: each page's each typed parameter, given a wrong value, exits 2 with one line
+    that names the parameter (or the value), and writes nothing (the CLI in-process: no kernel ever starts)."""
+    import signal
+
+    from redlib.__main__ import main
+
+    out = tmp_path / "out.ipynb"
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        code = main(["run", page, "-p", name, bad, "--output", str(out)])
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith("error: ") and (name in lines[0] or bad in lines[0]), lines[0]
+    assert not out.exists() and not any(tmp_path.iterdir())

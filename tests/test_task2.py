@@ -53,3 +53,30 @@ def test_bad_step_mix_is_a_one_line_error():
         task2.Task2Config.from_params(profile="smoke", step_mix="5:1")
     with pytest.raises(ParameterError, match="split"):
         task2.Task2Config.from_params(profile="smoke", split="pairs")
+
+
+def test_a_stage_still_improving_at_its_cap_is_counted_and_named():
+    """Best epoch (0-based) within `patience` of the cap: still improving; stopped earlier by patience: not."""
+    epochs = pd.DataFrame([
+        {"run": "iid", "stage": "residual R1", "epochs run": 60, "best epoch": 58, "max epochs": 60, "patience": 3},
+        {"run": "iid", "stage": "residual R1", "epochs run": 40, "best epoch": 36, "max epochs": 60, "patience": 3},
+        {"run": "iid", "stage": "router", "epochs run": 60, "best epoch": 56, "max epochs": 60, "patience": 3}])
+    table = ranges.epochs_table(epochs)
+    assert table["still improving at the cap"].tolist() == [1, 0] and table["runs"].tolist() == [2, 1]
+    assert ranges.capped_stages(epochs) == "iid: residual R1 1/2"
+    assert ranges.capped_stages(epochs.iloc[1:]) == "no stage"
+
+
+def test_found_gives_every_value_the_prose_pastes(tiny_tables):
+    """Each glue key the page's "What we found" names is produced by `found()` (the strict build checks the rest)."""
+    import re
+
+    from redlib.book.glue import plain
+    from redlib.core.runtime import project_root
+
+    cfg, t = tiny_tables
+    values = task2.found(cfg, t, {cid: "holds" for cid in task2.claims(cfg, t)})
+    prose = (project_root() / "notebooks" / "task2_mixed.py").read_text()
+    named = set(re.findall(r"\{glue:text\}`(\w+)", prose))
+    assert named <= set(values), named - set(values)
+    assert all(isinstance(plain(v), (int, float, str)) for v in values.values())

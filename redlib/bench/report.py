@@ -226,37 +226,43 @@ def history(path: Path) -> pd.DataFrame:
     return pd.DataFrame([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
 
 
-def findings(bench: dict, tt: pd.DataFrame, hist: pd.DataFrame) -> list[str]:
-    """The page's conclusions, computed: targets met and missed, where the time goes, run-to-run agreement."""
+MARKDOWN_KEYS = ("sp_missed", "sp_stale", "sp_where")  # values holding `code` (names, commands): pasted as Markdown
+
+
+def found(bench: dict | None, tt: pd.DataFrame | None, hist: pd.DataFrame) -> dict[str, object]:
+    """The numbers and phrases the Speed page's conclusions paste in (glued as `sp_*`): targets met and missed,
+    timings out of date, where the slowest page's time goes, run-to-run agreement ('none' where there is nothing)."""
+    from IPython.display import Markdown
+
+    if not bench:
+        return {k: Markdown("no bench run yet") if k in MARKDOWN_KEYS else "no bench run yet" for k in (
+            "sp_met", "sp_judged", "sp_missed", "sp_reference", "sp_stale", "sp_where", "sp_agreement", "sp_features")}
     judged = tt[tt["met"].isin(["yes", "no"])]
-    missed = judged[judged["met"] == "no"]
     pc = bench.get("prefix_cache")
     steps_ratio = pc["pipeline_batch"] // pc["paper_batch"] if pc else 1
-    lines = [f"- {len(judged) - len(missed)} of {len(judged)} targets met on this machine."]
-    lines += [f"- Missed: {t['target']}: {t['measured']} against {t['goal']}, {t['gap']}."
-              + (f" Where the time goes: {t[WHERE]}." if t[WHERE] else "") for t in missed.to_dict("records")]
-    lines += [f"- For reference only (not a target): {t.target}: {t.measured} against {t.goal}, {t.gap}; "
-              f"with {steps_ratio}x as many steps per epoch, the work every step pays in both paths weighs more."
-              for t in tt[tt["met"] == "reference: no"].itertuples()]
     nbs = notebooks(bench)
     stale = nbs[nbs[CURRENT] != "yes"] if len(nbs) else nbs
-    for r in stale.to_dict("records"):
-        changed = r[CURRENT].removeprefix("no: ")
-        lines.append(f"- The {r['profile']} timing of `{r['notebook']}` is not of today's profile (changed since: "
-                     f"{changed}): the totals that include it are out of date until "
-                     f"`make bench BENCH_ARGS='--notebooks {r['notebook']} --profiles {r['profile']}'` re-times it.")
+    where = "not timed"
     if bench.get("notebooks"):
         slowest, wall, by_kind = stage_kinds(bench)
-        if len(by_kind) >= 2:
-            top2 = by_kind.head(2)
-            named = [f"`{k}` ({w})" for k, w in zip(top2["stage kind"], top2["what"])]
-            lines.append(f"- In the slowest notebook, `{slowest}`, the stages {named[0]} and {named[1]} take "
-                         f"{top2['seconds'].sum() / wall:.0%} of its cold time: that is where a faster pipeline would start.")
-    if len(hist) > 1 and pc:
-        for col in [c for c in hist.columns if c.startswith("speed-up") and c.endswith(f"batch {pc['pipeline_batch']}")]:
-            lines.append(f"- Across the {len(hist)} recorded bench runs, {col.removeprefix('speed-up ')}: "
-                         f"{hist[col].min():.2f}x to {hist[col].max():.2f}x.")
-    if "features_cache" in bench:
-        lines.append(f"- Cached pooled features make a router epoch {bench['features_cache']['speedup']:.0f}x cheaper than "
-                     "recomputing the backbone: stages 2-4 of every experiment train on them.")
-    return lines
+        top2 = by_kind.head(2)
+        if len(top2) == 2:
+            where = (f"in `{slowest}`, the stages " + " and ".join(f"`{k}` ({w})" for k, w in zip(
+                top2["stage kind"], top2["what"])) + f" take {top2['seconds'].sum() / wall:.0%} of its cold time")
+    cols = [c for c in hist.columns if pc and c.startswith("speed-up") and c.endswith(f"batch {pc['pipeline_batch']}")]
+    return {k: Markdown(v) if k in MARKDOWN_KEYS else v for k, v in {
+        "sp_met": int((judged["met"] == "yes").sum()), "sp_judged": len(judged),
+        "sp_missed": "; ".join(f"{t['target']}: {t['measured']} against {t['goal']}, {t['gap']}"
+                               + (f" (where the time goes: {t[WHERE]})" if t[WHERE] else "")
+                               for t in judged[judged["met"] == "no"].to_dict("records")) or "no target",
+        "sp_reference": "; ".join(f"{t.target}: {t.measured} against {t.goal}, {t.gap} (with {steps_ratio}x as many "
+                                  "steps per epoch, the work every step pays in both paths weighs more)"
+                                  for t in tt[tt["met"] == "reference: no"].itertuples()) or "nothing",
+        "sp_stale": "; ".join(f"the {r['profile']} timing of `{r['notebook']}` (changed since: "
+                              f"{r[CURRENT].removeprefix('no: ')}; re-time it with `make bench BENCH_ARGS='--notebooks "
+                              f"{r['notebook']} --profiles {r['profile']}'`)" for r in stale.to_dict("records")) or "no timing",
+        "sp_where": where,
+        "sp_agreement": "; ".join(f"{c.removeprefix('speed-up ')}: {hist[c].min():.2f}x to {hist[c].max():.2f}x"
+                                  for c in cols) if len(hist) > 1 and cols else "fewer than two recorded runs",
+        "sp_features": (f"{bench['features_cache']['speedup']:.0f}x" if "features_cache" in bench else "not measured"),
+    }.items()}

@@ -104,6 +104,11 @@ SPREAD_DATA = {"toy_experiments": "one test grid for all seeds", "task1_addition
                "robustness_and_cost": "the source pages' seeds and data"}
 
 
+def page_of(group: str) -> str:
+    """The page that measures a group of the claims file ('' for a group no page measures yet)."""
+    return next((p.name for p in PAGES if group in p.claim_groups), "")
+
+
 def _spread(entry: dict[str, Any]) -> str:
     """'± sd (n seeds, what varies)': the standard deviation over seeds, to three decimals, and whether each seed
     drew its own test data or all seeds shared one test split."""
@@ -171,6 +176,9 @@ REPUBLICATION_CAUSES = {
     "mnist_label5": "re-measured: each seed now tests on its own split (the spread includes test sampling)",
     "task2_mixed": "re-measured: extensions on one seed; the claims' setting unchanged",
     "step_decomposition": "re-measured: extensions on one seed; the claims' setting unchanged",
+    "task1_addition": "re-measured on this machine's CPU: extensions on one seed; the claims' setting unchanged",
+    "robustness_and_cost": "re-measured from the re-run pages' stages; rank ablation on two seeds; costs from the "
+                           "pages' own runs",
 }
 
 
@@ -205,16 +213,17 @@ def page_table(measured: dict[str, dict[str, Any]], claims_file=None, tol: float
     df = pd.DataFrame([{
         "claim": cid, "the paper says": claims[cid]["claim"], "paper": _fmt(claims[cid]["paper"]),
         "ours (mean)": _fmt(entry.get("value")) + (f" ({entry['measure']})" if entry.get("measure") else ""),
-        "spread over seeds": _spread(entry), "verdict": judged[cid],
+        "spread over seeds": _spread({"notebook": page_of(claims[cid]["group"]), **entry}), "verdict": judged[cid],
         "our extension (rule's verdict)": extension(claims[cid], entry, tol)} for cid, entry in measured.items()])
     return df if df["our extension (rule's verdict)"].any() else df.drop(columns="our extension (rule's verdict)")
 
 
-def styled(df: pd.DataFrame):
+def styled(df: pd.DataFrame, caption: str = "The paper's claims measured on this page: our value, the paper's, "
+           "the verdict"):
     """A table with a `verdict` column, verdicts coloured as in the ledger."""
     from .plots import styled as house
 
-    return house(df, hide_index=True).map(_verdict_css, subset=["verdict"])
+    return house(df, hide_index=True, caption=caption).map(_verdict_css, subset=["verdict"])
 
 
 def status(collected: dict[str, dict[str, Any]], claims_file=None) -> pd.DataFrame:
@@ -256,6 +265,7 @@ def table_html(df: pd.DataFrame) -> str:
                       for n in df.get("note", pd.Series([""] * len(df)))]
     shown = shown[["id", "verdict", "claim", "paper", "ours"]]
     sty = shown.style.hide(axis="index").map(_verdict_css, subset=["verdict"])
-    sty = sty.set_uuid("ledger").set_table_styles([{"selector": "td, th", "props": "font-size: 0.85em; vertical-align: top"}])
+    sty = sty.set_uuid("ledger").set_caption("Every claim of the paper: the paper's number, ours, and the verdict")
+    sty = sty.set_table_styles([{"selector": "td, th", "props": "font-size: 0.85em; vertical-align: top"}])
     # Styler leaves cell text unescaped, so the links stay links; the wrapper scrolls on narrow screens
     return f'<div style="overflow-x:auto">{sty.to_html()}</div>'

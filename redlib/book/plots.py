@@ -141,18 +141,16 @@ def mean_sd(df: pd.DataFrame, by: list[str], values: list[str], decimals: int = 
     return out.assign(seeds=g[seed_col].nunique())
 
 
-def styled(df: pd.DataFrame, precision: int = 3, caption: str | None = None, hide_index: bool = False):
-    """A pandas Styler with the house number format (`number`, `precision` significant digits) and a stable id
-    (so re-executions give identical HTML)."""
+def styled(df: pd.DataFrame, *, caption: str, precision: int = 3, hide_index: bool = False):
+    """A pandas Styler with a caption (every table in the book has one), the house number format (`number`,
+    `precision` significant digits) and a stable id (so re-executions give identical HTML)."""
     uid = hashlib.md5((caption or "").encode() + df.to_csv().encode()).hexdigest()[:8]
     counts = [c for c in df.columns if pd.api.types.is_float_dtype(df[c]) and len(df[c].dropna())
               and (df[c].dropna() % 1 == 0).all()]  # counts stored as floats (a column with a missing value): integers
     sty = df.style.format(lambda x: html.escape(number(x, precision)), na_rep="-")  # "<profile>" is text, not a tag
     if counts:
         sty = sty.format(lambda x: number(int(x), precision) if x == x else "-", subset=counts)
-    sty = sty.set_uuid(f"t{uid}")
-    if caption:
-        sty = sty.set_caption(caption)
+    sty = sty.set_uuid(f"t{uid}").set_caption(caption)
     return sty.hide(axis="index") if hide_index else sty
 
 

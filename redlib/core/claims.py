@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -107,3 +108,24 @@ def order_verdict(per_seed_holds, mean_holds: bool) -> str:
     if per_seed_holds and all(per_seed_holds):
         return "holds"
     return "partly" if mean_holds or any(per_seed_holds) else "does not hold"
+
+
+def spread(values: Iterable[float], digits: int = 3) -> str:
+    """'mean (range min-max over N seeds)' of per-seed values."""
+    v = np.asarray(list(values), dtype=float)
+    return f"{v.mean():.{digits}f} (range {v.min():.{digits}f}-{v.max():.{digits}f} over {len(v)} seeds)"
+
+
+def listing(values: Mapping[object, float], digits: int = 3, unit: str = "") -> str:
+    """'a 0.912, b 0.870' of labelled numbers (a list whose length follows the run's parameters)."""
+    return ", ".join(f"{k} {float(x):.{digits}f}{unit}" for k, x in values.items())
+
+
+def verdict_keys(prefix: str, verdicts: Mapping[str, str]) -> dict[str, str]:
+    """The ledger's verdict of every claim on the page, keyed '<prefix>_v_<claim id with _ for .>'."""
+    return {f"{prefix}_v_{cid.replace('.', '_')}": v for cid, v in verdicts.items()}
+
+
+def seeds_words(n: int) -> str:
+    """'1 seed', '3 seeds'."""
+    return f"{n} seed{'s' * (n != 1)}"

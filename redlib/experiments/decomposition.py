@@ -18,7 +18,7 @@ import pandas as pd
 import torch
 
 from ..core import measure
-from ..core.claims import load_claims
+from ..core.claims import listing, load_claims, verdict_keys
 from ..core.config import MAX_EPOCHS, MAX_SAMPLES, MAX_WIDTH
 from ..core.metrics import accuracy, macro_f1
 from ..core.runtime import seed_everything
@@ -332,36 +332,26 @@ def _measured(t: dict[str, pd.DataFrame], st: Setting, source: str) -> dict[str,
     return out
 
 
-def findings(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) -> str:
-    """The page's conclusions in words, from its tables and the ledger's verdicts."""
+def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
+    """The numbers and verdicts the page's conclusions paste in (glued as `sd_*`)."""
     main, paper = cfg.settings[0].label, load_claims()
     true, dec = (execution_table(t["execution"], main, s)["all"] for s in ("true programs", "decomposer's programs"))
-    exact = t["decomposer"].groupby("run")["exact"].mean()
-    lines = [
-        f"- Given the true programs ({main}), the op experts execute them with accuracy RED {true['RED']:.3f}, "
-        f"softmax MoE {true['softmax MoE']:.3f}, AllFix {true['AllFix (equal weights)']:.3f} (paper: "
-        + ", ".join(str(paper[f"sd.{k}.acc"]["paper"]["all"]) for k in PAPER_KEYS.values())
-        + f"); the ordering claim **{v['sd.order']}**.",
-        "- The step decomposer writes the exact program for " + ", ".join(f"{x:.3f} ({r})" for r, x in exact.items())
-        + f" of test expressions (**{v['sd.decomposer.exact']}** against our reading of the claim).",
-        f"- The full pipeline the paper describes but does not measure - decomposer, router, op experts - reaches "
-        f"RED {dec['RED']:.3f}, softmax MoE {dec['softmax MoE']:.3f}, AllFix {dec['AllFix (equal weights)']:.3f}.",
-    ]
     single = t["op_experts"].groupby("method")["accuracy"].mean()
-    ep = t["epochs"].groupby("stage")[["epochs run", "best epoch"]].mean()
-    residual = ep[ep.index.str.startswith("residual") & ~ep.index.str.contains("head_lr")]
-    capped = bool((residual["best epoch"] >= residual["epochs run"] - 1).all())
-    lines.append(
-        f"- RED's op experts alone: on single steps, routed by the true operation, its residual experts are right "
-        f"for {single['RED (true range)']:.3f} of steps against {single['oracle experts']:.3f} for the classifier "
-        f"experts, both at the paper's learning rate {cfg.head_lr:g}; the residual stages ran "
-        f"{residual['epochs run'].mean():.0f} epochs on average (cap {cfg.max_epochs}), best epoch "
-        f"{residual['best epoch'].mean():.0f}" + (": the cap stopped them while they still improved." if capped
-                                                  else ", stopped by patience."))
-    if cfg.check_head_lr:
-        label = check_label(cfg)
-        lines.append(
-            f"- The same residuals trained at head_lr {cfg.check_head_lr:g} (our check, not the paper's setting): "
-            f"{single[f'{label} (true range)']:.3f} on single steps, and executing the true programs ({main}) "
-            f"{true[label]:.3f}, against {true['RED']:.3f} at {cfg.head_lr:g}.")
-    return "\n".join(lines)
+    ep = t["epochs"]
+    residual = ep[ep["stage"].str.startswith("residual") & ~ep["stage"].str.contains("head_lr")]
+    check = check_label(cfg) if cfg.check_head_lr else None
+    return {
+        "sd_setting": main, **{f"sd_true_{k}": true[m] for m, k in PAPER_KEYS.items()},
+        **{f"sd_dec_{k}": dec[m] for m, k in PAPER_KEYS.items()},
+        **{f"sd_paper_{k}": paper[f"sd.{k}.acc"]["paper"]["all"] for k in PAPER_KEYS.values()},
+        "sd_exact": listing(t["decomposer"].groupby("run", sort=False)["exact"].mean()),
+        "sd_single_red": single["RED (true range)"], "sd_single_oracle": single["oracle experts"],
+        "sd_head_lr": f"{cfg.head_lr:g}", "sd_max_epochs": cfg.max_epochs, "sd_patience": cfg.patience,
+        "sd_residual_epochs": residual["epochs run"].mean(), "sd_residual_best": residual["best epoch"].mean(),
+        "sd_residual_capped": int(ranges.epochs_table(residual, by=("stage",))["still improving at the cap"].sum()),
+        "sd_residual_stages": len(residual), "sd_capped": ranges.capped_stages(ep, by=("stage",)),
+        "sd_check_lr": f"{cfg.check_head_lr:g}" if check else "not run (check_head_lr is off)",
+        "sd_check_single": f"{single[f'{check} (true range)']:.3f}" if check else "-",
+        "sd_check_true": f"{true[check]:.3f}" if check else "-",
+        **verdict_keys("sd", v),
+    }

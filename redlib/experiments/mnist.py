@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 
 from ..core import measure
-from ..core.claims import VALUE_TOL, load_claims, ranking
+from ..core.claims import VALUE_TOL, load_claims, ranking, seeds_words
 from ..core.config import ParameterError
 from ..core.metrics import confusion
 from ..core.runtime import resolve_device
@@ -25,7 +25,7 @@ from ..red import methods
 from ..red.encoders import ImageEncoder
 from ..red.pipeline import RedConfig, RedRun, TaskData, balanced_subsample, run_red
 from ..tasks.mnist import DOMAIN_NAMES, N_CLASSES, Arrays, check_idx_dir, domain_of, splits, to_tensor
-from .ranges import ORDER
+from .ranges import ORDER, capped_stages
 
 NAMESPACE = "mnist"
 FORMS = ("paper", "code")
@@ -179,32 +179,26 @@ def _measured(cfg: MnistConfig, t: dict[str, pd.DataFrame], form: str) -> dict[s
     return out
 
 
-def findings(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_train: int) -> str:
-    """The page's conclusions in words, from its tables and the ledger's verdicts."""
+def found(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_train: int) -> dict[str, object]:
+    """The numbers and verdicts the page's conclusions paste in (glued as `mn_*`)."""
     paper, ov = load_claims(), t["overall"]
     acc = ov.groupby("method")["accuracy"].agg(["mean", "std"])
     words = lambda m: f"{acc.loc[m, 'mean']:.3f}" + ("" if pd.isna(acc.loc[m, "std"]) else f" ± {acc.loc[m, 'std']:.3f}")  # noqa: E731
-    judged = JUDGED[cfg.judged_forms]
     rt = t["router_accuracy"]
     routing = t["routing"].groupby("digit").mean().drop(columns="seed")
-    own = np.mean([routing.loc[d, DOMAIN_NAMES[domain_of(d)]] for d in routing.index])
-    lines = [
-        f"- On the {cfg.data_label}, {len(cfg.seeds)} {'seed' if len(cfg.seeds) == 1 else 'seeds'} (mean ± sd over "
-        f"seeds{'' if cfg.split_seed is not None else ', each seed its own test split'}): RED {words('RED')}, the "
-        f"softmax MoE with "
-        f"its own gate over the classifier experts {words('softmax MoE')}, the global head {words('global head')}, "
-        f"uniform averaging {words('uniform averaging')}, oracle experts {words('oracle experts')}. Ordering of the "
-        f"deployable methods (paired seeds; ≈ a tie): "
-        f"{ranking(ov.pivot_table(index='seed', columns='method', values='accuracy'), ORDER)}.",
-        f"- The released code's forms: RED with logit experts {words('RED code variant')}, the MoE over those same "
-        f"experts {words('softmax MoE (code experts)')}, the experts with equal weights {words(CODE_UNIFORM)} "
-        f"(research code on 60k: RED {paper['mn.red.acc']['paper']}, MoE {paper['mn.moe.acc']['paper']}, "
-        f"uniform {paper['mn.uniform.acc']['paper']}, base {paper['mn.base.acc']['paper']}).",
-        f"- RED's router names the right label pair for {rt[rt['split_part'] == 'test']['router_accuracy'].mean():.3f} "
-        f"of test digits; on average a digit gives {own:.3f} of its routing weight to its own domain.",
-        f"- The claims are judged with {FORM_LABELS[cfg.judged_forms]} ("
-        + ", ".join(f"{k}: {m}" for k, m in judged.items()) + f"), value claims with tolerance {VALUE_TOL}; "
-        f"the research code trained on 60k digits, this run on {n_train}: "
-        + ", ".join(f"{c} **{verdict}**" for c, verdict in v.items()) + ".",
-    ]
-    return "\n".join(lines)
+    names = {"red": "RED", "moe": "softmax MoE", "global": "global head", "uniform": "uniform averaging",
+             "oracle": "oracle experts", "red_code": "RED code variant", "moe_code": "softmax MoE (code experts)",
+             "uniform_code": CODE_UNIFORM}
+    return {
+        "mn_data": cfg.data_label, "mn_n_seeds": seeds_words(len(cfg.seeds)), "mn_n_train": n_train,
+        "mn_split": "one test split for every seed" if cfg.split_seed is not None else "each seed its own test split",
+        **{f"mn_{k}": words(m) for k, m in names.items()},
+        **{f"mn_paper_{k}": paper[f"mn.{k}.acc"]["paper"] for k in ("red", "moe", "uniform", "base")},
+        "mn_ranking": ranking(ov.pivot_table(index="seed", columns="method", values="accuracy"), ORDER),
+        "mn_router": rt[rt["split_part"] == "test"]["router_accuracy"].mean(),
+        "mn_own_weight": np.mean([routing.loc[d, DOMAIN_NAMES[domain_of(d)]] for d in routing.index]),
+        "mn_judged": f"{FORM_LABELS[cfg.judged_forms]} (" + ", ".join(
+            f"{k}: {m}" for k, m in JUDGED[cfg.judged_forms].items()) + ")",
+        "mn_capped": capped_stages(t["epochs"], by=("stage",)), "mn_max_epochs": cfg.max_epochs,
+        "mn_patience": cfg.patience, "mn_lr": f"{cfg.lr:g}", "mn_value_tol": VALUE_TOL, "mn_verdicts": ", ".join(f"{c} {verdict}" for c, verdict in v.items()),
+    }

@@ -31,6 +31,11 @@ SPLIT_LABELS = {"iid": "iid split (the paper's protocol)", "pairs": "pairs split
 PAPER_KEYS = {"global head": "global", "uniform averaging": "uniform", "softmax MoE": "moe", "RED": "red"}
 ORDER = ["RED", "softmax MoE", "global head", "uniform averaging"]
 NOT_DEPLOYABLE = ("oracle experts", "RED (true range)")  # both route by the true range
+# the glue key of each method's mean accuracy in a page's prose (t1_red, t2_moe ...)
+METHOD_KEYS = {"red": "RED", "moe": "softmax MoE", "global": "global head", "uniform": "uniform averaging",
+               "oracle": "oracle experts", "red_true": "RED (true range)", "red_code": "RED code variant",
+               "red_stage4": "RED stage 4", "moe_shared": "softmax MoE (RED's router)",
+               "global_all": "global head (all of train)", "moe_code": "softmax MoE (code experts)"}
 NEAR = 2  # an error within this many of the true answer is a near miss
 
 
@@ -281,3 +286,26 @@ def confusions(r: RangeRun, overall: pd.DataFrame) -> dict[str, pd.DataFrame]:
     y_true, answers = r.frames["test"]["label"].to_numpy() + MIN_SUM, list(range(MIN_SUM, MIN_SUM + N_CLASSES))
     return {f"{m} (accuracy {acc[m]:.3f})": confusion(y_true, preds[m][0] + MIN_SUM, labels=answers)
             for m in (acc.idxmax(), acc.idxmin())}
+
+
+def epochs_table(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage")) -> pd.DataFrame:
+    """Per stage (and setting): epochs run and best epoch (0-based; mean over seeds), the cap and patience it ran
+    under, and in how many runs it was still improving at the cap (its best epoch within `patience` of the cap)."""
+    capped = epochs.assign(at_cap=epochs["best epoch"] >= epochs["max epochs"] - epochs["patience"])
+    out = capped.groupby(list(by), sort=False).agg(
+        **{"epochs run": ("epochs run", "mean"), "best epoch": ("best epoch", "mean"),
+           "max epochs": ("max epochs", "first"), "patience": ("patience", "first"), "runs": ("at_cap", "size"),
+           "still improving at the cap": ("at_cap", "sum")})
+    return out.astype({"max epochs": int, "patience": int, "runs": int, "still improving at the cap": int})
+
+
+def capped_stages(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage")) -> str:
+    """The stages still improving at their cap in some run, per setting, as 'stage runs-at-cap/runs' ('no stage'
+    when none)."""
+    table = epochs_table(epochs, by)
+    hit = table[table["still improving at the cap"] > 0]
+    words = [(k[:-1], k[-1]) if isinstance(k, tuple) else ((), k) for k in hit.index]
+    groups: dict[tuple, list[str]] = {}
+    for (setting, stage), n, r in zip(words, hit["still improving at the cap"], hit["runs"]):
+        groups.setdefault(setting, []).append(f"{stage} {n}/{r}")
+    return "; ".join((f"{' / '.join(map(str, g))}: " if g else "") + ", ".join(v) for g, v in groups.items()) or "no stage"

@@ -58,7 +58,7 @@ class RobustnessConfig(NotebookConfig):
 
     NOTEBOOK: ClassVar[str] = "robustness_and_cost"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {"smoke": {"n_seeds": 1, "train_seeds": 1},
-                                                             "full": {"n_seeds": 3, "train_seeds": 1}}
+                                                             "full": {"n_seeds": 3, "train_seeds": 2}}
 
     def check(self) -> None:
         super().check()
@@ -221,11 +221,13 @@ def rank_ablation(ld: Loaded, store: Store, divisors: list[int]) -> pd.DataFrame
 
 
 def no_residual(ld: Loaded) -> pd.DataFrame:
-    """RED, the no-residual ablation (RED's experts and router, softmax gating) and the MoE baseline, test accuracy."""
+    """RED, the no-residual ablation (RED's experts and router, softmax gating), the MoE baseline and (where the run
+    trained its gate) the released code's MoE, test accuracy."""
     run = ld.red
     ablated = methods.residual_gating(run)
     y, h, dom = run.data.labels["test"].numpy(), run.features["test"], run.data.domains["test"]
-    acc = _accuracy(run, methods.predict(run, names=["RED", "softmax MoE"]))
+    code_moe = [methods.CODE_MOE] if run.code_gate is not None else []
+    acc = _accuracy(run, methods.predict(run, names=["RED", "softmax MoE", *code_moe]))
     acc[methods.NO_RESIDUAL] = accuracy(y, ablated(h, dom)[0].argmax(-1).cpu().numpy())
     return pd.DataFrame([{"task": TASKS[ld.task], "seed": run.seed, "method": m, "accuracy": a} for m, a in acc.items()])
 

@@ -1,4 +1,4 @@
-"""The robustness page's tables, claims and findings: accuracy lost to routing noise, the plug-in verdict, the
+"""The robustness page's tables, claims and the values its conclusions paste in: accuracy lost to routing noise, the plug-in verdict, the
 ablations against the paper's numbers (the measurements themselves are `robustness.py`'s)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from ..core import measure
-from ..core.claims import load_claims, order_verdict
+from ..core.claims import load_claims, order_verdict, seeds_words, verdict_keys
 from ..red import cost, methods, routing
 from . import ranges
 from .robustness import ROUTED, RobustnessConfig
@@ -30,6 +30,8 @@ def no_residual_table(nr: pd.DataFrame) -> pd.DataFrame:
     paper = load_claims()["abl.no_residual"]["paper"]
     drops = pd.DataFrame({"drop: RED minus the ablation": acc.loc["RED"] - acc.loc[methods.NO_RESIDUAL],
                           "drop: RED minus the MoE baseline (the paper's reading)": acc.loc["RED"] - acc.loc["softmax MoE"],
+                          **({"drop: RED minus the released code's MoE": acc.loc["RED"] - acc.loc[methods.CODE_MOE]}
+                             if methods.CODE_MOE in acc.index else {}),
                           "paper's drop": pd.Series({"Task 1": paper["task1_drop"], "Task 2": paper["task2_drop"]})}).T
     return pd.concat([acc, drops])
 
@@ -71,6 +73,11 @@ def plug_in(t: dict[str, pd.DataFrame], task: str, tol: float) -> dict[str, Any]
 DROP_KEYS = {"task1_drop": "Task 1", "task2_drop": "Task 2"}  # the claims file's keys of abl.no_residual
 
 
+def has_code_moe(nr: pd.DataFrame) -> bool:
+    """Whether the no-residual runs scored the released code's MoE on both tasks (runs from before it did not)."""
+    return all(((nr["task"] == task) & (nr["method"] == methods.CODE_MOE)).any() for task in DROP_KEYS.values())
+
+
 def _drop(nr: pd.DataFrame, other: str) -> dict[str, Any]:
     """RED's accuracy minus `other`'s on each task, paired by seed: value (means) and per seed, keyed as the claim."""
     wide = {key: nr[nr["task"] == task].pivot_table(index="seed", columns="method", values="accuracy")
@@ -107,79 +114,59 @@ def claims(cfg: RobustnessConfig, t: dict[str, pd.DataFrame]) -> dict[str, dict]
     out["abl.no_residual"] = {
         **_drop(t["no_residual"], methods.NO_RESIDUAL),
         "measure": "RED minus the same experts and router with softmax gating", "split": "iid (the paper's protocol)",
-        "extensions": {"the paper's reading: RED minus the softmax MoE baseline": _drop(t["no_residual"], "softmax MoE")}}
+        "extensions": {"the paper's reading: RED minus the softmax MoE baseline": _drop(t["no_residual"], "softmax MoE"),
+                       **({"RED minus the released code's MoE (a gate over its logit experts)":
+                           _drop(t["no_residual"], methods.CODE_MOE)} if has_code_moe(t["no_residual"]) else {})}}
     out |= cost.claims(t["parameter_cost"], t["stage_times"], cfg.backbone)
     return out
 
 
-def findings(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) -> str:
-    """The page's conclusions in words, from its tables and the ledger's verdicts."""
+def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
+    """The numbers and verdicts the page's conclusions paste in (glued as `rb_*`; `t1`/`mn` for Task 1/MNIST)."""
     paper, sw = load_claims(), t["sweep"]
     drops = mean_drop(sw).groupby(["task", "method"])["lost"].mean()
     end = sw[sw["strength"] == sw.groupby("perturbation")["strength"].transform("max")]
     at_end = end.groupby(["task", "perturbation", "method"])["accuracy"].mean()
-    lines = ["- **Routing noise** (mean accuracy lost over every perturbation and strength): " + "; ".join(
-        f"{task}: RED {drops[(task, 'RED')]:.3f}, softmax MoE {drops[(task, 'softmax MoE')]:.3f}, the MoE's experts "
-        f"under RED's router {drops[(task, ROUTED[2])]:.3f}" for task in ("Task 1", "MNIST"))
-        + f". The claim that RED degrades more gracefully **{v['rob.routing_noise']}** on Task 1."]
-    base = sw[sw["perturbation"] == "none"].groupby(["task", "method"])["accuracy"].mean()
-    lines.append(f"- Clean, the global head alone answers {base[('Task 1', 'global head')]:.3f} of Task 1's test questions "
-                 f"(RED {base[('Task 1', 'RED')]:.3f}) and {base[('MNIST', 'global head')]:.3f} of MNIST's "
-                 f"(RED {base[('MNIST', 'RED')]:.3f})."
-                 + (" Read Task 1 with care: on its iid split the base already answers almost everything, so RED's "
-                    "residuals have little to correct and its robustness there is largely its base's, while the MoE's "
-                    "experts only know their own range; MNIST, where the residuals carry weight, is the more telling test."
-                    if base[("Task 1", "global head")] >= 0.95 else ""))
-    for task in ("Task 1", "MNIST"):
-        e = at_end.loc[task]
-        lines.append(f"- {task} at the strongest setting of each perturbation: " + "; ".join(
-            f"{kind} RED {e[(kind, 'RED')]:.3f} vs MoE {e[(kind, 'softmax MoE')]:.3f}"
-            for kind in routing.PERTURBATIONS) + f" (global head {e[('flattened', 'global head')]:.3f}).")
-    bnd = t["boundary"].groupby("method")["boundary_accuracy"].mean()
-    lines.append(f"- On range-boundary sums (Task 1, iid) RED reaches {bnd['RED']:.3f} and the softmax MoE "
-                 f"{bnd['softmax MoE']:.3f}: **{v['rob.boundary']}** (a tie is not 'more accurate').")
-    plug = {task: plug_in(t, task, cfg.stable_tol) for task in ("Task 1", "MNIST")}
-    for task, entry in plug.items():
-        val = entry["value"]
+    clean = sw[sw["perturbation"] == "none"].groupby(["task", "method"])["accuracy"].mean()
+    out: dict[str, object] = {}
+    for task, k in (("Task 1", "t1"), ("MNIST", "mn")):
+        e, entry = at_end.loc[task], plug_in(t, task, cfg.stable_tol)
         add = t["added"][(t["added"]["task"] == task) & t["added"]["system"].str.startswith("first")]
-        late = add[add["domain"] == add["domain"].iloc[-1]]["accuracy"].mean()
-        lines.append(
-            f"- **Modularity on {task}**: removing one expert moves RED's accuracy on the other domains by at most "
-            f"{val['removal: largest change on other domains']:.3f} (MoE: {entry['moe_removal']:.3f}); replacing one by "
-            f"an expert trained with another seed, by at most {val['replacement: largest change on other domains']:.3f} "
-            f"(MoE: {entry['moe_replacement']:.3f}). Deployed without its last expert, RED answers {late:.3f} of that "
-            f"domain's inputs; adding the expert later (trained alone) and retraining only the router gives "
-            + ("exactly the all-at-once system (bit-identical weights)" if entry["identical_after_addition"] else
-               f"a system within {val['addition: largest difference to all at once']:.3f} of the all-at-once one")
-            + ", the backbone and the earlier experts untouched.")
-    on_mnist = plug["MNIST"]
-    lines.append(f"- The plug-in claim (changes within {cfg.stable_tol} on the domains not touched) "
-                 f"**{v['mod.plug_in']}** on Task 1; on MNIST (extension) "
-                 f"**{order_verdict(on_mnist['per_seed'], on_mnist['mean_holds'])}**.")
+        val = entry["value"]
+        out |= {f"rb_{k}_lost_red": drops[(task, "RED")], f"rb_{k}_lost_moe": drops[(task, "softmax MoE")],
+                f"rb_{k}_lost_routed": drops[(task, ROUTED[2])],
+                f"rb_{k}_clean_global": clean[(task, "global head")], f"rb_{k}_clean_red": clean[(task, "RED")],
+                f"rb_{k}_strongest": "; ".join(f"{kind} RED {e[(kind, 'RED')]:.3f} vs MoE {e[(kind, 'softmax MoE')]:.3f}"
+                                               for kind in routing.PERTURBATIONS),
+                f"rb_{k}_strongest_global": e[("flattened", "global head")],
+                f"rb_{k}_removal": val["removal: largest change on other domains"],
+                f"rb_{k}_moe_removal": entry["moe_removal"],
+                f"rb_{k}_replacement": val["replacement: largest change on other domains"],
+                f"rb_{k}_moe_replacement": entry["moe_replacement"],
+                f"rb_{k}_without_last": add[add["domain"] == add["domain"].iloc[-1]]["accuracy"].mean(),
+                f"rb_{k}_addition": val["addition: largest difference to all at once"],
+                f"rb_{k}_identical": "yes" if entry["identical_after_addition"] else "no",
+                f"rb_{k}_plug_in": order_verdict(entry["per_seed"], entry["mean_holds"])}
+    bnd = t["boundary"].groupby("method")["boundary_accuracy"].mean()
     rk = t["rank"].groupby(["task", "rank divisor"])["accuracy"].mean()
-    lines.append("- **Rank ablation** (RED, iid): " + "; ".join(
-        f"d/{k}: Task 1 {rk[('Task 1', k)]:.3f}, Task 2 {rk[('Task 2', k)]:.3f}" for k in cfg.ranks)
-        + " (paper: " + ", ".join(f"{k} {p[0]}/{p[1]}" for k, p in paper["abl.rank"]["paper"].items())
-        + f"): **{v['abl.rank']}**.")
     nr = t["no_residual"].groupby(["task", "method"])["accuracy"].mean()
-    lines.append("- **No residual path**: RED's own experts and router with softmax gating lose " + ", ".join(
-        f"{nr[(task, 'RED')] - nr[(task, methods.NO_RESIDUAL)]:+.3f} ({task})" for task in ("Task 1", "Task 2"))
-        + "; the paper's reading (RED minus the MoE baseline) gives " + ", ".join(
-        f"{nr[(task, 'RED')] - nr[(task, 'softmax MoE')]:+.3f} ({task})" for task in ("Task 1", "Task 2"))
-        + f" (paper: {paper['abl.no_residual']['paper']['task1_drop']} and "
-          f"{paper['abl.no_residual']['paper']['task2_drop']}): **{v['abl.no_residual']}**.")
     c = t["parameter_cost"].set_index("backbone")
     here, qwen = c.iloc[0], c.loc["Qwen3-0.6B shape"]
-    lines.append(
-        f"- **Cost**: RED's residuals and router add {qwen['RED share of backbone']:.2%} of Qwen3-0.6B's parameters "
-        f"({here['RED share of backbone']:.2%} of the embedded backbone's; claim < 1%: **{v['eff.params']}**); the "
-        f"router costs {here['router share of compute']:.3%} of the backbone's compute per question (claim < 0.5%: "
-        f"**{v['eff.router_flops']}**); a full-rank MoE expert has {qwen['MoE / RED expert parameters']:.2f} times the "
-        f"parameters of a RED residual at r = d/4 (claim: one to two orders of magnitude, **{v['eff.red_vs_moe_params']}**"
-        "; the paper's complexity counts RED experts as d r + r C, but the hidden-space residual it defines is d -> r -> d).")
-    if "eff.train_time" in v:
-        lines.append(f"- Time and memory on this machine's CPU (from the bench): training time claim "
-                     f"**{v['eff.train_time']}** (another backbone and machine than the paper's), peak memory under "
-                     f"6.5 GB **{v.get('eff.peak_memory', 'not measured')}**.")
-    lines.append(f"- The {len(v)} claims on this page (value claims with tolerance 0.05): {ranges.verdict_tally(v)}.")
-    return "\n".join(lines)
+    return out | {
+        "rb_train_seeds": seeds_words(cfg.train_seeds), "rb_boundary_red": bnd["RED"], "rb_boundary_moe": bnd["softmax MoE"], "rb_stable_tol": cfg.stable_tol,
+        "rb_rank": "; ".join(f"d/{k}: Task 1 {rk[('Task 1', k)]:.3f}, Task 2 {rk[('Task 2', k)]:.3f}" for k in cfg.ranks),
+        "rb_paper_rank": ", ".join(f"{k} {p[0]}/{p[1]}" for k, p in paper["abl.rank"]["paper"].items()),
+        **{f"rb_{k}_no_residual": nr[(task, "RED")] - nr[(task, methods.NO_RESIDUAL)] for k, task in
+           (("t1", "Task 1"), ("t2", "Task 2"))},
+        **{f"rb_{k}_red_minus_moe": nr[(task, "RED")] - nr[(task, "softmax MoE")] for k, task in
+           (("t1", "Task 1"), ("t2", "Task 2"))},
+        "rb_code_moe_drops": ", ".join(f"{nr[(task, 'RED')] - nr[(task, methods.CODE_MOE)]:+.3f} ({task})" for task in
+                                       ("Task 1", "Task 2")) if has_code_moe(t["no_residual"]) else "not run",
+        "rb_paper_t1_drop": paper["abl.no_residual"]["paper"]["task1_drop"],
+        "rb_paper_t2_drop": paper["abl.no_residual"]["paper"]["task2_drop"],
+        "rb_qwen_share": qwen["RED share of backbone"], "rb_here_share": here["RED share of backbone"],
+        "rb_router_compute": here["router share of compute"], "rb_moe_ratio": qwen["MoE / RED expert parameters"],
+        "rb_paper_formula": qwen[cost.PAPER_FORMULA],
+        "rb_n_claims": len(v), "rb_tally": ranges.verdict_tally(v),
+        **verdict_keys("rb", {"eff.train_time": "not measured", "eff.peak_memory": "not measured"} | v),
+    }

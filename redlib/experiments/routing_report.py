@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import measure
+from ..core.claims import listing, seeds_words, verdict_keys
 from .routing import TARGET_DIGITS, RoutingConfig
 
 MAJORITY = 0.5  # "most tokens": more than this share of a domain's tokens
@@ -120,32 +121,23 @@ def same_top(table: pd.DataFrame) -> pd.Series:
     return top.groupby(["setting", "seed"], sort=False)["expert"].nunique() == 1
 
 
-def findings(cfg: RoutingConfig, measured: dict[str, dict], v: dict[str, str], code: pd.DataFrame, contrast: pd.DataFrame,
-             match: pd.DataFrame, domains: pd.DataFrame) -> str:
-    """The page's conclusions in words, from its tables and the ledger's verdicts."""
-    c, n = measured["ra.code_expert"]["value"], len(cfg.seeds)
-    others = {d: w for d, w in c.items() if d != "code"}
-    m = measured["ra.mnist07"]["value"]
-    no, ent = (match[match["setting"] == setting_name(w)].groupby("domain", sort=False)["token share"].mean()
-               for w in (0.0, cfg.entropy_weight))
+def found(cfg: RoutingConfig, measured: dict[str, dict], v: dict[str, str], contrast: pd.DataFrame,
+          match: pd.DataFrame, domains: pd.DataFrame) -> dict[str, object]:
+    """The numbers and verdicts the page's conclusions paste in (glued as `ra_*`)."""
+    c, m = measured["ra.code_expert"]["value"], measured["ra.mnist07"]["value"]
+    others = [w for d, w in c.items() if d != "code"]
+    share = {w: match[match["setting"] == setting_name(w)].groupby("domain", sort=False)["token share"].mean()
+             for w in (0.0, cfg.entropy_weight)}
     one_top = same_top(domains)
-    sizes = lambda w: "the paper's sizes" if cfg.paper_sizes(w) else "smaller than the paper's (see the setup)"  # noqa: E731
-    everywhere = (f"Expert 0 takes most of the weight on *every* domain (at least {min(c.values()):.3f}): the router "
-                  "favours the expert that arrived trained, whatever the input, and code gets only a little more of it."
-                  if min(c.values()) > MAJORITY else "")
-    code_line = (f"- **Code expert** ({n} seeds, models {sizes('code')}): expert 0 takes on average {c['code']:.3f} of the "
-                 f"routing weight on held-out code samples, against {min(others.values()):.3f}-{max(others.values()):.3f} "
-                 f"on the other domains (uniform would be 0.25). {everywhere} `ra.code_expert` **{v['ra.code_expert']}**.")
-    digit_line = (f"- **'0 or 7' expert** ({n} seeds, MoE test accuracy {contrast['MoE accuracy'].mean():.3f}): expert 0 is "
-                  f"the top expert for {m['0 and 7']:.3f} of test digits 0 and 7 and for {m['other digits']:.3f} of the "
-                  f"others (ratio {m['ratio']:.2f}, difference {m['difference']:+.3f}; per seed the ratio runs from "
-                  f"{contrast['ratio'].min():.2f} to {contrast['ratio'].max():.2f}). `ra.mnist07` **{v['ra.mnist07']}**.")
-    domain_line = (f"- **Domain experts** ({n} seeds, models {sizes('domain')}): the share of each domain's tokens routed to "
-                   "its own expert is " + ", ".join(f"{d} {x:.3f}" for d, x in no.items()) + " without entropy "
-                   "regularisation and " + ", ".join(f"{d} {x:.3f}" for d, x in ent.items()) + f" with weight "
-                   f"{cfg.entropy_weight:g} (uniform routing would give 0.25). In {int(one_top.sum())} of {len(one_top)} "
-                   "runs (seeds x settings) a single expert is the top choice of all four domains"
-                   + (": after two epochs of pretraining the router does not follow the experts' domains. "
-                      if v["ra.domain_match"] != "holds" else ". ") +
-                   f"`ra.domain_match` **{v['ra.domain_match']}** (judged without regularisation).")
-    return "\n".join([code_line, digit_line, domain_line])
+    sizes = {w: "the paper's" if cfg.paper_sizes(w) else "smaller than the paper's" for w in ("code", "domain")}
+    return {
+        "ra_n_seeds": seeds_words(len(cfg.seeds)), "ra_code_sizes": sizes["code"], "ra_domain_sizes": sizes["domain"],
+        "ra_code_share": c["code"], "ra_other_low": min(others), "ra_other_high": max(others),
+        "ra_any_low": min(c.values()), "ra_majority": MAJORITY,
+        "ra_moe_acc": contrast["MoE accuracy"].mean(), "ra_07": m["0 and 7"], "ra_other_digits": m["other digits"],
+        "ra_ratio": m["ratio"], "ra_difference": m["difference"],
+        "ra_ratio_low": contrast["ratio"].min(), "ra_ratio_high": contrast["ratio"].max(),
+        "ra_own_plain": listing(share[0.0]), "ra_own_entropy": listing(share[cfg.entropy_weight]),
+        "ra_entropy_weight": f"{cfg.entropy_weight:g}", "ra_one_top": int(one_top.sum()), "ra_runs": len(one_top),
+        **verdict_keys("ra", v),
+    }

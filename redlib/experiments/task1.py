@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import measure
-from ..core.claims import VALUE_TOL, load_claims, ranking
+from ..core.claims import VALUE_TOL, listing, load_claims, ranking, verdict_keys
 from ..core.config import ParameterError
 from ..core.store import Store
 from ..models.backbone import Backbone
@@ -32,7 +32,7 @@ from ..tasks.arithmetic import (
     make_task1,
 )
 from . import ranges
-from .ranges import NEAR, NOT_DEPLOYABLE, ORDER, SPLIT_LABELS, Setting
+from .ranges import METHOD_KEYS, NEAR, NOT_DEPLOYABLE, ORDER, SPLIT_LABELS, Setting
 
 NAMESPACE = "task1"
 # The paper's case study (section 4.11, from ../shared/paper/results_4.6-4.12_digest.md): each query with the
@@ -58,6 +58,7 @@ class Task1Config(ranges.RangeTaskConfig):
     n_templates: int = 1
 
     NOTEBOOK: ClassVar[str] = "task1_addition"
+    CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**ranges.range_choices(("iid", "pairs")), "data_source": DATA_SOURCES}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "splits_reported": "iid,pairs",
@@ -165,42 +166,28 @@ def _measured(cfg: Task1Config, t: dict[str, pd.DataFrame], st: Setting) -> dict
     return out
 
 
-def findings(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> str:
-    """The page's conclusions in words, from its tables and the ledger's verdicts."""
+def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
+    """The numbers and verdicts the page's conclusions paste in (glued as `t1_*`)."""
     paper, (main, *others), ov = load_claims(), cfg.settings, t["overall"]
     acc = {st.label: ov[ov["run"] == st.label].groupby("method")["accuracy"].mean() for st in cfg.settings}
-    rt = t["router_accuracy"]
-    router = rt[(rt["run"] == main.label) & (rt["split_part"] == "test")]["router_accuracy"].mean()
-    a = acc[main.label]
-    lines = [
-        f"- In the claims' setting ({main.description}) RED reaches accuracy {a['RED']:.3f}, the softmax MoE with its "
-        f"own gate {a['softmax MoE']:.3f}, the global head {a['global head']:.3f} and uniform averaging "
-        f"{a['uniform averaging']:.3f} (paper: " + ", ".join(f"{paper[f't1.{k}.acc']['paper']}" for k in
-                                                            ("red", "moe", "global", "uniform"))
-        + f"). Our ordering (paired seeds; ≈ a tie) is {ranking(ranges.seeds_by_method(t, main), ORDER)}; "
-        f"the paper's ordering claim "
-        f"**{v['t1.order']}**.",
-        f"- The two MoE forms: its own gate, trained on the answer loss as the paper's classical MoE, {a['softmax MoE']:.3f}; "
-        f"the same experts mixed by RED's range-supervised router {a[SHARED_MOE]:.3f}. "
-        f"The global head both ways: stage 1's head (trained with the backbone on 10% of train, the claims' baseline) "
-        f"{a['global head']:.3f}, a head trained on all of train over the same features {a['global head (all of train)']:.3f}.",
-        f"- Oracle routing of the experts E_i gives {a['oracle experts']:.3f}; the upper-bound claim against the methods "
-        f"that mix the same experts **{v['t1.oracle.upper_bound']}**. RED's own bound, RED routed by the true range, is "
-        f"{a['RED (true range)']:.3f}.",
-        f"- The router names the right range for {router:.3f} of test questions (claim: at least "
-        f"{paper['t1.router.acc']['paper'][0]}, **{v['t1.router.acc']}**).",
-        f"- The RED variants: the code's logit form reaches {a['RED code variant']:.3f}, joint tuning "
-        f"(stage 4) {a['RED stage 4']:.3f}.",
-    ]
-    lines += [f"- Our extension, the **{st.description}**: " + ", ".join(f"{m} {acc[st.label][m]:.3f}" for m in ORDER)
-              + f"; oracle experts {acc[st.label]['oracle experts']:.3f}." for st in others]
+    rt, a = t["router_accuracy"], acc[main.label]
+    digits = []
     for st in others:
         whole = Setting(st.split)
         if st.number_format == "digits" and whole.label in acc:
-            lines.append(f"- Digit-spaced numbers on the {SPLIT_LABELS[st.split]} change accuracy by " + ", ".join(
-                f"{acc[st.label][m] - acc[whole.label][m]:+.3f} ({m})" for m in ("RED", "softmax MoE", "oracle experts"))
-                + " against whole numbers.")
-    lines.append(f"- Share of RED's errors within ±{NEAR} of the true sum: {ranges.near_miss_words(ov, 'RED')}.")
-    lines.append(f"- The {len(v)} claims measured on this page, under the paper's protocol (value claims with tolerance "
-                 f"{VALUE_TOL}, backbone `{cfg.backbone}`), {ranges.verdict_tally(v)}.")
-    return "\n".join(lines)
+            digits.append(f"{SPLIT_LABELS[st.split]}: " + ", ".join(
+                f"{acc[st.label][m] - acc[whole.label][m]:+.3f} ({m})" for m in ("RED", "softmax MoE", "oracle experts")))
+    return {
+        "t1_setting": main.description, "t1_backbone": cfg.backbone, "t1_value_tol": VALUE_TOL, "t1_near": NEAR,
+        **{f"t1_{key}": a[m] for key, m in METHOD_KEYS.items() if m in a},
+        **{f"t1_paper_{k}": paper[f"t1.{k}.acc"]["paper"] for k in ("red", "moe", "global", "uniform")},
+        "t1_ranking": ranking(ranges.seeds_by_method(t, main), ORDER),
+        "t1_router": rt[(rt["run"] == main.label) & (rt["split_part"] == "test")]["router_accuracy"].mean(),
+        "t1_paper_router": paper["t1.router.acc"]["paper"][0],
+        "t1_extensions": "; ".join(f"{st.description}: " + listing(acc[st.label][ORDER]) + ", oracle experts "
+                                   f"{acc[st.label]['oracle experts']:.3f}" for st in others) or "none run",
+        "t1_digit_change": "; ".join(digits) or "not run in this profile",
+        "t1_near_misses": ranges.near_miss_words(ov, "RED"), "t1_capped": ranges.capped_stages(t["epochs"]),
+        "t1_n_claims": len(v), "t1_tally": ranges.verdict_tally(v),
+        **verdict_keys("t1", v),
+    }

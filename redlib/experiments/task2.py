@@ -11,14 +11,14 @@ from typing import Any, ClassVar
 
 import pandas as pd
 
-from ..core.claims import VALUE_TOL, load_claims, ranking
+from ..core.claims import VALUE_TOL, listing, load_claims, ranking, verdict_keys
 from ..core.config import ParameterError
 from ..core.store import Store
 from ..models.backbone import Backbone
 from ..tasks.arithmetic import RANGE_NAMES
 from ..tasks.mixed import MAX_STEPS, PHRASINGS, Task2Spec, make_task2, parse_mix
 from . import ranges
-from .ranges import ORDER, Setting
+from .ranges import METHOD_KEYS, ORDER, Setting
 
 NAMESPACE = "task2"
 
@@ -47,6 +47,7 @@ class Task2Config(MixedTaskConfig):
     """Arithmetic Task 2 (mixed): range experts, routers, RED and the four baselines on expressions."""
 
     NOTEBOOK: ClassVar[str] = "task2_mixed"
+    CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
                   "splits_reported": "iid,isolated", "digits_variant_on": "none"},
@@ -131,37 +132,23 @@ def claims(cfg: Task2Config, t: dict[str, pd.DataFrame]) -> dict[str, dict]:
                                   {st: ranges.measured("t2", t, st, common)[0] for st in others})
 
 
-def findings(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> str:
-    """The page's conclusions in words, from its tables and the ledger's verdicts."""
+def found(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
+    """The numbers and verdicts the page's conclusions paste in (glued as `t2_*`)."""
     paper, (main, *others), ov = load_claims(), cfg.settings, t["overall"]
     acc = {st.label: ov[ov["run"] == st.label].groupby("method")["accuracy"].mean() for st in cfg.settings}
     a = acc[main.label]
-    ops = by_operations(ov).loc[main.label]
-    lines = [
-        f"- In the claims' setting ({main.description}, step mix `{cfg.step_mix}`) RED reaches accuracy "
-        f"{a['RED']:.3f}, the softmax MoE {a['softmax MoE']:.3f}, the global head {a['global head']:.3f} and uniform "
-        f"averaging {a['uniform averaging']:.3f} (paper: " + ", ".join(
-            f"{paper[f't2.{k}.acc']['paper']}" for k in ("red", "moe", "global", "uniform"))
-        + f"). Our ordering (paired seeds; ≈ a tie) is {ranking(ranges.seeds_by_method(t, main), ORDER)}; "
-        f"the paper's ordering claim "
-        f"**{v['t2.order']}**.",
-        "- RED by number of operations: " + ", ".join(f"{c} {'operation' if str(c) == '1' else 'operations'} {x:.3f}"
-                                                       for c, x in ops.loc["RED"].items()) + ".",
-        f"- Oracle routing of the experts gives {a['oracle experts']:.3f}; RED routed by the true range "
-        f"{a['RED (true range)']:.3f}.",
-    ]
     frames = make_task2(spec_for(cfg, cfg.seed, main))
-    seen = frames["test"]["text"].isin(set(frames["train"]["text"])).mean()
-    forms = frames["test"]["form"].isin(set(frames["train"]["form"])).mean()
-    lines.append(f"- In the claims' setting {seen:.1%} of the test expressions (first seed) also appear in train, and "
-                 f"{forms:.1%} of their symbolic forms: " + ("most test questions are new, so Task 2 asks for arithmetic "
-                 "on unseen expressions rather than recall." if seen < 0.5 else "most test questions were seen in "
-                 "training, so Task 2 measures recall as much as arithmetic."))
-    lines += [f"- Our extension, the **{st.description}**: " + ", ".join(f"{m} {acc[st.label][m]:.3f}" for m in ORDER)
-              + "." for st in others]
-    if not any(st.number_format == "digits" for st in cfg.settings):
-        lines.append("- Digit-spaced numbers (`number_format='digits'` or `digits_variant_on`), which give the embedded "
-                     "backbone one token per digit as Qwen3 has, are offered but not run in this profile.")
-    lines.append(f"- The {len(v)} claims measured on this page, under the paper's protocol (value claims with tolerance "
-                 f"{VALUE_TOL}, backbone `{cfg.backbone}`), {ranges.verdict_tally(v)}.")
-    return "\n".join(lines)
+    ops = by_operations(ov).loc[(main.label, "RED")]
+    return {
+        "t2_setting": main.description, "t2_step_mix": cfg.step_mix, "t2_backbone": cfg.backbone,
+        "t2_value_tol": VALUE_TOL,
+        **{f"t2_{key}": a[m] for key, m in METHOD_KEYS.items() if m in a},
+        **{f"t2_paper_{k}": paper[f"t2.{k}.acc"]["paper"] for k in ("red", "moe", "global", "uniform")},
+        "t2_ranking": ranking(ranges.seeds_by_method(t, main), ORDER),
+        "t2_red_by_operations": listing({f"{c} op{'' if str(c) == '1' else 's'}": x for c, x in ops.items()}),
+        "t2_seen": frames["test"]["text"].isin(set(frames["train"]["text"])).mean(),
+        "t2_forms_seen": frames["test"]["form"].isin(set(frames["train"]["form"])).mean(),
+        "t2_extensions": "; ".join(f"{st.description}: " + listing(acc[st.label][ORDER]) for st in others) or "none run",
+        "t2_digit_settings": ", ".join(st.description for st in cfg.settings if st.number_format == "digits") or "no setting",
+        "t2_capped": ranges.capped_stages(t["epochs"]), "t2_n_claims": len(v), "t2_tally": ranges.verdict_tally(v), **verdict_keys("t2", v),
+    }

@@ -325,52 +325,26 @@ def claims(evals_a: pd.DataFrame, weights_a: pd.DataFrame, evals_b: pd.DataFrame
     }
 
 
-def _seeds(values, digits: int = 3) -> str:
-    """'mean (range min-max over N seeds)' of per-seed values."""
-    v = pd.Series(values, dtype=float)
-    return f"{v.mean():.{digits}f} (range {v.min():.{digits}f}-{v.max():.{digits}f} over {len(v)} seeds)"
+def found(measured: dict[str, dict], verdicts: dict[str, str], weights_a: pd.DataFrame, evals_b: pd.DataFrame,
+          evals_c: pd.DataFrame, cfg: ToyConfig) -> dict[str, object]:
+    """The numbers and verdicts the page's conclusions paste in (glued as `toy_*`)."""
+    from ..core.claims import load_claims, seeds_words, spread, verdict_keys
 
-
-def findings(measured: dict[str, dict], verdicts: dict[str, str], weights_a: pd.DataFrame, evals_b: pd.DataFrame,
-             evals_c: pd.DataFrame, cfg: ToyConfig) -> str:
-    """The page's conclusions in words, from the measurements and the ledger's verdicts."""
-    from ..core.claims import load_claims
-
-    m, v = (lambda cid: measured[cid]["per_seed"]), verdicts
-    dev = m("toy.linear.weights")
+    m = lambda cid: measured[cid]["per_seed"]  # noqa: E731
+    dev = pd.Series(m("toy.linear.weights"), dtype=float)
     experts = [f"expert E{i + 1}" for i in range(len(DOMAINS))]
-    off_mlp = evals_b[evals_b["model"].isin(experts) & (evals_b["domain"] == "off-domain")]["accuracy"].mean()
     far = (weights_a[["w1", "w2", "b"]] - [0.5, 0.5, 0.0]).abs().max(axis=1) > WEIGHT_TOL
-    far_experts = sorted(set(weights_a.loc[far, "expert"]))
-    learned_mix = worst_domain(evals_c[evals_c["base"] == "learned"], ["base + mix of all r"])
-    own = measured["toy.residual.single_expert"]["own_domain"]
-    conditioning = (
-        f"Experts off the shared optimum (beyond the tolerance, in some seed): {', '.join(far_experts)}. Inside a domain far "
-        "from the origin $x_1 + x_2$ varies little, so $(w_1 + w_2)$ and $b$ are nearly interchangeable and gradient descent "
-        f"needs many epochs to separate them; this run allowed {cfg.max_epochs}."
-        if far_experts else f"Every expert reached the shared optimum within {cfg.max_epochs} epochs.")
-    if v["toy.residual.single_expert"] == "holds":
-        single_note = ""
-    elif min(own) == 1.0:
-        single_note = ("Each single expert is perfect on its own domain; the failures come from experts applied to domains "
-                       "they never saw, where a correction of more than half a unit pushes answers over the rounding line. "
-                       "The 1/5 mix divides each stray correction by five.")
-    else:
-        single_note = f"Even on its own domain a single expert scores {_seeds(own)} at worst."
+    off = evals_b["model"].isin(experts) & (evals_b["domain"] == "off-domain")
     low, high = load_claims()["toy.mlp.average_collapse"]["paper"]
-    return f"""
-- **Linear experts (A).** The largest deviation of any expert's weights from $[0.5, 0.5, 0]$ is
-  {pd.Series(dev).mean():.1e} (largest over {len(dev)} seeds: {max(dev):.1e}; verdict: **{v['toy.linear.weights']}**). {conditioning} Averaging their parameters
-  gives worst-domain accuracy {_seeds(m('toy.linear.param_average'))} (verdict: **{v['toy.linear.param_average']}**),
-  averaging their outputs {_seeds(m('toy.linear.output_average'))} (verdict: **{v['toy.linear.output_average']}**).
-- **MLP experts (B).** The best domain accuracy that either average reaches is
-  {_seeds(m('toy.mlp.average_collapse'))}, against the paper's {low:.2f}-{high:.2f} (verdict: **{v['toy.mlp.average_collapse']}**).
-  Each MLP expert is right on its own domain but extrapolates poorly (mean off-domain accuracy of single experts {off_mlp:.3f}).
-- **Residual experts (C).** With the paper's exact base, the base alone, the base with any single expert and
-  the base with all experts mixed reach worst-domain accuracy
-  {_seeds(m('toy.residual.base_only'))} (verdict: **{v['toy.residual.base_only']}**),
-  {_seeds(m('toy.residual.single_expert'))} (verdict: **{v['toy.residual.single_expert']}**) and
-  {_seeds(m('toy.residual.all_mixed'))} (verdict: **{v['toy.residual.all_mixed']}**).
-  {single_note} The exact base solves the task by construction, so experiment C shows that small residuals do
-  not spoil a correct base. With a *learned* base the mix reaches {_seeds(learned_mix)} on its worst domain.
-"""
+    return {
+        "toy_dev_mean": dev.mean(), "toy_dev_max": dev.max(), "toy_n_seeds": seeds_words(len(dev)), "toy_weight_tol": WEIGHT_TOL,
+        "toy_far_experts": ", ".join(sorted(set(weights_a.loc[far, "expert"]))) or "no expert",
+        "toy_max_epochs": cfg.max_epochs,
+        "toy_mlp_off_domain": evals_b.loc[off, "accuracy"].mean(), "toy_paper_low": low, "toy_paper_high": high,
+        "toy_own_domain_worst": min(measured["toy.residual.single_expert"]["own_domain"]),
+        "toy_learned_mix": spread(worst_domain(evals_c[evals_c["base"] == "learned"], ["base + mix of all r"])),
+        **{f"toy_{cid.removeprefix('toy.').replace('.', '_')}": spread(m(cid)) for cid in (
+            "toy.linear.param_average", "toy.linear.output_average", "toy.mlp.average_collapse",
+            "toy.residual.base_only", "toy.residual.single_expert", "toy.residual.all_mixed")},
+        **verdict_keys("toy", verdicts),
+    }

@@ -135,14 +135,17 @@ def red_code(run: RedRun) -> Method:
     return Method("RED code variant", mix.logits, _router(run))
 
 
-@register("softmax MoE (code experts)")
+CODE_MOE = "softmax MoE (code experts)"  # the released code's MoE
+
+
+@register(CODE_MOE)
 def softmax_moe_code(run: RedRun) -> Method | None:
     """The released code's MoE as we read it: sum_i alpha_i(h) softmax(s B_i A_i h), its own gate trained on the
     answer loss over the logit experts trained as residuals (only where the run trained that gate)."""
     if run.code_gate is None:
         return None
     scaled = [ScaledExpert(e, run.code_scale) for e in run.code_experts]
-    return Method("softmax MoE (code experts)", _mixture(scaled), lambda h, _: run.code_gate(h))
+    return Method(CODE_MOE, _mixture(scaled), lambda h, _: run.code_gate(h))
 
 
 def residual_gating(run: RedRun) -> Method:

@@ -1,5 +1,5 @@
 """The built smoke book as a reader sees it, in headless Chromium at 1400 px: every table and figure fits the
-content column, no error text, NaN, None or unrendered template shows, and every internal link resolves.
+content column, every table has a caption, no error text, NaN, None or unrendered template shows, and every internal link resolves.
 
 Runs after the smoke book is built (`make browser`, part of `make test`); it saves a full-page screenshot of every
 page under `_build/screenshots/` for review. Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs
@@ -39,9 +39,10 @@ for (const el of article.querySelectorAll('table, img, svg, figure')) {  // code
     wide.push(name(el) + ' is ' + Math.round(width) + ' px wide, the column ' + Math.round(col.width) + ' px');
   }
 }
+const uncaptioned = [...article.querySelectorAll('table')].filter(t => !t.querySelector('caption')).map(name);
 const cells = [...article.querySelectorAll('td, th, span.pasted-text, .pasted-inline')].map(c => c.innerText.trim());
 const text = article.innerText;
-return {wide: wide, text: text, cells: cells,
+return {wide: wide, uncaptioned: uncaptioned, text: text, cells: cells,
         links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))};
 """
 BAD_TEXT = ["Traceback", "Error:", "Exception", "{glue", "{{", "}}", "<br>", "&lt;", "&gt;"]
@@ -97,6 +98,7 @@ def look(driver, page: str) -> dict:
 def problems(page: str, found: dict) -> list[str]:
     """What a reader would trip over on `page`, one line each."""
     out = [f"{page}: {w}" for w in found["wide"]]
+    out += [f"{page}: {t} has no caption" for t in found["uncaptioned"]]
     out += [f"{page}: the text shows {bad!r}" for bad in BAD_TEXT if bad in found["text"]]
     out += [f"{page}: a table cell or glued value reads {c!r}" for c in sorted(set(found["cells"]) & BAD_CELLS)]
     for href in found["links"]:
