@@ -89,3 +89,20 @@ def test_a_backbone_in_another_folder_reuses_every_cached_stage(tiny_run, tmp_pa
     (moved / "model.safetensors").write_bytes((moved / "model.safetensors").read_bytes()[:-8] + b"\0" * 8)
     from redlib.models.backbone import fingerprint
     assert fingerprint(moved.resolve()) != bb.identity
+
+
+def test_one_missing_stage_trained_in_process_keeps_the_runs_stage_record(tiny_qwen, tmp_path, monkeypatch):
+    """A single missing small stage trains in the page's own process (no pool for one job): the run still records
+    every stage once, loaded or computed, as a run that trains nothing or everything does."""
+    monkeypatch.setenv("REDLIB_WORKERS", "2")
+    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=1, backbone_epochs=1)
+    bb = Backbone(cfg.backbone, cfg.k_trainable)
+    task1.run(cfg, 0, task1.Setting("iid"), bb, Store(tmp_path))
+    entries = sorted(tmp_path.rglob("*.safetensors"))
+    next(p for p in entries if p.parent.name == "gate").unlink()
+    store = Store(tmp_path)
+    task1.run(cfg, 0, task1.Setting("iid"), bb, store)
+    events = [e["event"] for e in store.events]
+    cached = Store(tmp_path)
+    task1.run(cfg, 0, task1.Setting("iid"), bb, cached)
+    assert events.count("computed") == 1 and len(events) == len(cached.events) == cached.hits > 20, events

@@ -149,9 +149,13 @@ class Store:
         """Record what a worker process did for this one: its events and compute seconds. Loading one of the
         entries it computed here afterwards is not recorded again (each stage counts once)."""
         self.events += events
-        self._merged |= {e["entry"] for e in events if e["event"] != "loaded"}
+        self.mark_merged(events)
         for kind, sec in seconds.items():
             self.seconds[kind] = self.seconds.get(kind, 0.0) + sec
+
+    def mark_merged(self, events: list[dict[str, str]]) -> None:
+        """The entries these events computed are recorded already: loading them later adds no event."""
+        self._merged |= {e["entry"] for e in events if e["event"] != "loaded"}
 
     def _loaded(self, kind: str, config: dict[str, Any]) -> None:
         entry = self.path(kind, config).name

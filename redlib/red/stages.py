@@ -336,9 +336,11 @@ def _features(store: Store, kind: str, key: dict, encoder: Encoder | None) -> Te
 def _train_job(context: dict, job: Job, store: Store) -> float:
     """In a worker: train (or load) one small stage into the shared cache; its compute seconds. The store keeps only
     the job's own event (loading its inputs is not one)."""
+    seen, before = len(store.events), sum(store.seconds.values())  # a single job runs in the caller's own store
     st = Stages(context["cfg"], context["data"], None, store, context["seed"], context["key"], context["dim"])
     st.head = context["head"].requires_grad_(False)
     st.features()
     st._run(job)  # the features and the job's inputs load first; the job's own entry comes last
-    st.store.events[:-1] = []  # loading its inputs is not this job's event
-    return sum(st.store.seconds.values())
+    del store.events[seen:-1]  # loading its inputs is not this job's event (and the caller's earlier events stay)
+    store.mark_merged(store.events[-1:])  # run in the caller's store: its later load of the entry is not a new event
+    return sum(store.seconds.values()) - before
