@@ -63,7 +63,7 @@ from redlib.book import ledger, pages, plots, runner
 from redlib.book.glue import glue_values
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
-from redlib.experiments import mnist, ranges
+from redlib.experiments import mnist
 
 store = Store()
 cfg, results = pages.start("mnist_label5", globals(), store)
@@ -166,10 +166,7 @@ ledger.styled(ledger.page_table(results.claims))
 # ## Epochs and time per stage
 
 # %% tags=["hide-input"]
-display(plots.styled(ranges.epochs_table(t["epochs"], by=("stage",)), precision=1, caption="Epochs run and best "
-                     "epoch (mean over seeds) per stage, the cap and patience, and the runs still improving at the cap"))
-plots.styled(t["stage_seconds"].mean(numeric_only=True).drop("seed").to_frame("seconds"), precision=1,
-             caption="Seconds per stage, mean over seeds")
+plots.training_tables(t, by=("stage",))
 
 # %% tags=["remove-cell"]
 glue_values(mnist.found(cfg, t, ledger.verdicts(results.claims), len(data["train"][1])))

@@ -186,10 +186,7 @@ ledger.styled(ledger.page_table(results.claims))
 # ## Epochs and time per stage
 
 # %% tags=["hide-input"]
-display(plots.styled(ranges.epochs_table(t["epochs"]), precision=1, caption="Epochs run and best epoch (mean over "
-                     "seeds) per setting and stage, the cap and patience, and the runs still improving at the cap"))
-plots.styled(t["stage_seconds"].groupby("run", sort=False).mean(numeric_only=True).drop(columns="seed"), precision=1,
-             caption="Seconds per stage kind and setting, mean over seeds")
+plots.training_tables(t)
 
 # %% tags=["remove-cell"]
 glue_values(task2.found(cfg, t, ledger.verdicts(results.claims)))

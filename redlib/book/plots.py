@@ -256,3 +256,19 @@ def token_routes(samples: dict[str, pd.DataFrame], n_experts: int, per_line: int
                 bbox={"facecolor": colours[e], "alpha": 0.45, "edgecolor": "none"})
     fig.tight_layout()
     return fig
+
+
+def training_tables(t: dict[str, pd.DataFrame], by: tuple[str, ...] = ("run", "stage")) -> None:
+    """Show a page's epochs table (cap, patience, runs still improving at the cap) and its seconds per stage kind,
+    per setting when `by` starts with the setting (`run`), mean over seeds."""
+    from IPython.display import display
+
+    from ..experiments.ranges import epochs_table
+
+    per = " per setting and stage" if "run" in by else " per stage"
+    display(styled(epochs_table(t["epochs"], by), precision=1, caption=f"Epochs run and best epoch (mean over seeds)"
+                   f"{per}, the cap and patience, and the runs still improving at the cap"))
+    seconds = t["stage_seconds"]
+    seconds = (seconds.groupby("run", sort=False).mean(numeric_only=True).drop(columns="seed") if "run" in by
+               else seconds.mean(numeric_only=True).drop("seed").to_frame("seconds"))
+    display(styled(seconds, precision=1, caption=f"Seconds{per}, mean over seeds"))
