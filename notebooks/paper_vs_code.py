@@ -29,7 +29,7 @@ results_dir = "results"  # where the notebooks wrote their results
 import pandas as pd
 from IPython.display import Markdown, display
 
-from redlib.book import pages
+from redlib.book import pages, plots
 from redlib.book.glue import glue_values
 from redlib.book.results import read
 from redlib.core.claims import listing
@@ -190,6 +190,13 @@ glue_values(in_our_runs)
 #   full MNIST from a local `data_dir`, the same CNN and base; the claims are judged with the paper's forms,
 #   with the code's forms ("RED code variant", "softmax MoE (code experts)", "uniform (code experts)")
 #   beside them; lr 1e-3 (the code's is not in our sources). *In our runs:* MNIST {glue:text}`pvc_mnist`.
+#
+# Every value pasted above, by its key, as the run computed it:
+
+# %% tags=["hide-input", "hide-output"]
+# NBVAL_CHECK_OUTPUT
+plots.styled(pd.DataFrame(in_our_runs.items(), columns=["key", "value"]), hide_index=True,
+             caption="The values this page pastes into its prose")
 
 # %% tags=["hide-input"]
 results.finish()

@@ -116,9 +116,9 @@ def spread(values: Iterable[float], digits: int = 3) -> str:
     return f"{v.mean():.{digits}f} (range {v.min():.{digits}f}-{v.max():.{digits}f} over {len(v)} seeds)"
 
 
-def listing(values: Mapping[object, float], digits: int = 3, unit: str = "") -> str:
+def listing(values: Mapping[object, float], digits: int = 3) -> str:
     """'a 0.912, b 0.870' of labelled numbers (a list whose length follows the run's parameters)."""
-    return ", ".join(f"{k} {float(x):.{digits}f}{unit}" for k, x in values.items())
+    return ", ".join(f"{k} {float(x):.{digits}f}" for k, x in values.items())
 
 
 def verdict_keys(prefix: str, verdicts: Mapping[str, str]) -> dict[str, str]:
