@@ -133,7 +133,7 @@ class Results:
                        # what every stage this run used cost to train, loaded ones included (recorded in the entry)
                        "train_seconds_by_kind": {k: round(v, 2) for k, v in train_seconds.items()},
                        "stages_without_recorded_cost": unknown,
-                       "train_peak_rss_mb_upper_bound": self.store.train_peak_mb()}
+                       "train_peak_rss_mb_upper_bound": self.store.train_peak_mb(1 + worker_count())}
             if self.store else None,
         }
 

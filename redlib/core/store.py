@@ -190,15 +190,16 @@ class Store:
         self.seconds[event["kind"]] = self.seconds.get(event["kind"], 0.0) + own
         return own
 
-    def train_peak_mb(self) -> float | None:
-        """An upper bound on the memory training this run's stages took at once: the sum, over the processes that
-        trained them (page and workers, now or when the entries were made), of each one's peak (None if unknown)."""
+    def train_peak_mb(self, processes: int) -> float | None:
+        """An upper bound on the memory training this run's stages took at once: the sum of the `processes` largest
+        peaks (a page and its workers: no more run side by side) among the processes that trained them, now or when
+        the entries were made (None if unknown). Entries made by several earlier runs do not add up beyond that."""
         peaks: dict[int, float] = {}
         for e in self.events:
             if e.get("peak"):
                 mb, pid = e["peak"]
                 peaks[pid] = max(peaks.get(pid, 0.0), float(mb))
-        return round(sum(peaks.values()), 1) if peaks else None
+        return round(sum(sorted(peaks.values(), reverse=True)[:processes]), 1) if peaks else None
 
     def train_seconds(self) -> tuple[dict[str, float], int]:
         """What the stages this run used cost to compute, by kind, whether computed now or loaded (the cost recorded
