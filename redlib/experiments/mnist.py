@@ -25,7 +25,7 @@ from ..red import methods
 from ..red.encoders import ImageEncoder
 from ..red.pipeline import RedConfig, RedRun, TaskData, balanced_subsample, run_red
 from ..tasks.mnist import DOMAIN_NAMES, N_CLASSES, Arrays, check_idx_dir, domain_of, splits, to_tensor
-from .ranges import ORDER, capped_stages
+from .ranges import METHOD_KEYS, ORDER, capped_stages
 
 NAMESPACE = "mnist"
 FORMS = ("paper", "code")
@@ -33,7 +33,7 @@ FORMS = ("paper", "code")
 # experts with equal weights)
 CODE_UNIFORM = "uniform (code experts)"
 JUDGED = {"paper": {"base": "global head", "uniform": "uniform averaging", "moe": "softmax MoE", "red": "RED"},
-          "code": {"base": "global head", "uniform": CODE_UNIFORM, "moe": "softmax MoE (code experts)",
+          "code": {"base": "global head", "uniform": CODE_UNIFORM, "moe": methods.CODE_MOE,
                    "red": "RED code variant"}}
 FORM_LABELS = {"paper": "the paper's forms (hidden-space RED, classifier experts)",
                "code": "the released code's forms (logit experts trained as residuals)"}
@@ -129,7 +129,7 @@ def evaluate(r: RedRun) -> dict[str, pd.DataFrame]:
             "epochs": pd.DataFrame(r.epochs).assign(**tag), "stage_seconds": pd.DataFrame([r.seconds]).assign(**tag)}
 
 
-def confusions(r: RedRun, names: tuple[str, ...] = ("RED", "softmax MoE (code experts)")) -> dict[str, pd.DataFrame]:
+def confusions(r: RedRun, names: tuple[str, ...] = ("RED", methods.CODE_MOE)) -> dict[str, pd.DataFrame]:
     """Confusion matrices (true vs predicted digit) of the named methods on one run's test split."""
     y, preds = r.data.labels["test"].numpy(), methods.predict(r, names=list(names))
     digits = list(range(N_CLASSES))
@@ -151,7 +151,7 @@ def per_domain_table(per_domain: pd.DataFrame) -> pd.DataFrame:
     paper = load_claims()
     ours = per_domain.pivot_table(index="method", columns="domain", values="accuracy", sort=False)
     theirs = pd.DataFrame({f"research code: {m}": paper[f"mn.{k}.per_domain"]["paper"] for k, m in
-                           (("red", "RED"), ("moe", "softmax MoE (code experts)"))}, index=ours.columns).T
+                           (("red", "RED"), ("moe", methods.CODE_MOE))}, index=ours.columns).T
     return pd.concat([ours, theirs])
 
 
@@ -186,13 +186,10 @@ def found(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_tra
     words = lambda m: f"{acc.loc[m, 'mean']:.3f}" + ("" if pd.isna(acc.loc[m, "std"]) else f" ± {acc.loc[m, 'std']:.3f}")  # noqa: E731
     rt = t["router_accuracy"]
     routing = t["routing"].groupby("digit").mean().drop(columns="seed")
-    names = {"red": "RED", "moe": "softmax MoE", "global": "global head", "uniform": "uniform averaging",
-             "oracle": "oracle experts", "red_code": "RED code variant", "moe_code": "softmax MoE (code experts)",
-             "uniform_code": CODE_UNIFORM}
     return {
         "mn_data": cfg.data_label, "mn_n_seeds": seeds_words(len(cfg.seeds)), "mn_n_train": n_train,
         "mn_split": "one test split for every seed" if cfg.split_seed is not None else "each seed its own test split",
-        **{f"mn_{k}": words(m) for k, m in names.items()},
+        **{f"mn_{k}": words(m) for k, m in {**METHOD_KEYS, "uniform_code": CODE_UNIFORM}.items() if m in acc.index},
         **{f"mn_paper_{k}": paper[f"mn.{k}.acc"]["paper"] for k in ("red", "moe", "uniform", "base")},
         "mn_ranking": ranking(ov.pivot_table(index="seed", columns="method", values="accuracy"), ORDER),
         "mn_router": rt[rt["split_part"] == "test"]["router_accuracy"].mean(),
@@ -200,5 +197,6 @@ def found(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_tra
         "mn_judged": f"{FORM_LABELS[cfg.judged_forms]} (" + ", ".join(
             f"{k}: {m}" for k, m in JUDGED[cfg.judged_forms].items()) + ")",
         "mn_capped": capped_stages(t["epochs"], by=("stage",)), "mn_max_epochs": cfg.max_epochs,
-        "mn_patience": cfg.patience, "mn_lr": f"{cfg.lr:g}", "mn_value_tol": VALUE_TOL, "mn_verdicts": ", ".join(f"{c} {verdict}" for c, verdict in v.items()),
+        "mn_patience": cfg.patience, "mn_lr": f"{cfg.lr:g}", "mn_value_tol": VALUE_TOL,
+        "mn_verdicts": ", ".join(f"{c} {verdict}" for c, verdict in v.items()),
     }

@@ -35,7 +35,7 @@ NOT_DEPLOYABLE = ("oracle experts", "RED (true range)")  # both route by the tru
 METHOD_KEYS = {"red": "RED", "moe": "softmax MoE", "global": "global head", "uniform": "uniform averaging",
                "oracle": "oracle experts", "red_true": "RED (true range)", "red_code": "RED code variant",
                "red_stage4": "RED stage 4", "moe_shared": "softmax MoE (RED's router)",
-               "global_all": "global head (all of train)", "moe_code": "softmax MoE (code experts)"}
+               "global_all": "global head (all of train)", "moe_code": methods.CODE_MOE}
 NEAR = 2  # an error within this many of the true answer is a near miss
 
 

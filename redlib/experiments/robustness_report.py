@@ -1,5 +1,5 @@
-"""The robustness page's tables, claims and the values its conclusions paste in: accuracy lost to routing noise, the plug-in verdict, the
-ablations against the paper's numbers (the measurements themselves are `robustness.py`'s)."""
+"""The robustness page's tables, claims and the values its conclusions paste in: accuracy lost to routing noise, the
+plug-in verdict, the ablations against the paper's numbers (the measurements themselves are `robustness.py`'s)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ def no_residual_table(nr: pd.DataFrame) -> pd.DataFrame:
     drops = pd.DataFrame({"drop: RED minus the ablation": acc.loc["RED"] - acc.loc[methods.NO_RESIDUAL],
                           "drop: RED minus the MoE baseline (the paper's reading)": acc.loc["RED"] - acc.loc["softmax MoE"],
                           **({"drop: RED minus the released code's MoE": acc.loc["RED"] - acc.loc[methods.CODE_MOE]}
-                             if methods.CODE_MOE in acc.index else {}),
+                             if has_code_moe(nr) else {}),
                           "paper's drop": pd.Series({"Task 1": paper["task1_drop"], "Task 2": paper["task2_drop"]})}).T
     return pd.concat([acc, drops])
 
@@ -153,7 +153,8 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
     c = t["parameter_cost"].set_index("backbone")
     here, qwen = c.iloc[0], c.loc["Qwen3-0.6B shape"]
     return out | {
-        "rb_train_seeds": seeds_words(cfg.train_seeds), "rb_boundary_red": bnd["RED"], "rb_boundary_moe": bnd["softmax MoE"], "rb_stable_tol": cfg.stable_tol,
+        "rb_train_seeds": seeds_words(cfg.train_seeds), "rb_boundary_red": bnd["RED"],
+        "rb_boundary_moe": bnd["softmax MoE"], "rb_stable_tol": cfg.stable_tol,
         "rb_rank": "; ".join(f"d/{k}: Task 1 {rk[('Task 1', k)]:.3f}, Task 2 {rk[('Task 2', k)]:.3f}" for k in cfg.ranks),
         "rb_paper_rank": ", ".join(f"{k} {p[0]}/{p[1]}" for k, p in paper["abl.rank"]["paper"].items()),
         **{f"rb_{k}_no_residual": nr[(task, "RED")] - nr[(task, methods.NO_RESIDUAL)] for k, task in

@@ -149,6 +149,8 @@ def found(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
         "t2_seen": frames["test"]["text"].isin(set(frames["train"]["text"])).mean(),
         "t2_forms_seen": frames["test"]["form"].isin(set(frames["train"]["form"])).mean(),
         "t2_extensions": "; ".join(f"{st.description}: " + listing(acc[st.label][ORDER]) for st in others) or "none run",
-        "t2_digit_settings": ", ".join(st.description for st in cfg.settings if st.number_format == "digits") or "no setting",
-        "t2_capped": ranges.capped_stages(t["epochs"]), "t2_n_claims": len(v), "t2_tally": ranges.verdict_tally(v), **verdict_keys("t2", v),
+        "t2_digit_settings": ", ".join(st.description for st in cfg.settings if st.number_format == "digits")
+        or "no setting",
+        "t2_capped": ranges.capped_stages(t["epochs"]), "t2_n_claims": len(v), "t2_tally": ranges.verdict_tally(v),
+        **verdict_keys("t2", v),
     }

@@ -337,7 +337,8 @@ def found(measured: dict[str, dict], verdicts: dict[str, str], weights_a: pd.Dat
     off = evals_b["model"].isin(experts) & (evals_b["domain"] == "off-domain")
     low, high = load_claims()["toy.mlp.average_collapse"]["paper"]
     return {
-        "toy_dev_mean": dev.mean(), "toy_dev_max": dev.max(), "toy_n_seeds": seeds_words(len(dev)), "toy_weight_tol": WEIGHT_TOL,
+        "toy_dev_mean": dev.mean(), "toy_dev_max": dev.max(), "toy_n_seeds": seeds_words(len(dev)),
+        "toy_weight_tol": WEIGHT_TOL,
         "toy_far_experts": ", ".join(sorted(set(weights_a.loc[far, "expert"]))) or "no expert",
         "toy_max_epochs": cfg.max_epochs,
         "toy_mlp_off_domain": evals_b.loc[off, "accuracy"].mean(), "toy_paper_low": low, "toy_paper_high": high,

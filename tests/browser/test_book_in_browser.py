@@ -1,5 +1,6 @@
 """The built smoke book as a reader sees it, in headless Chromium at 1400 px: every table and figure fits the
-content column, every table has a caption, no error text, NaN, None or unrendered template shows, and every internal link resolves.
+content column, every table has a caption, no error text, NaN, None or unrendered template shows, and every
+internal link resolves.
 
 Runs after the smoke book is built (`make browser`, part of `make test`); it saves a full-page screenshot of every
 page under `_build/screenshots/` for review. Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs
