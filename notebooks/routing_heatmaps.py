@@ -77,8 +77,8 @@ from redlib.book import ledger, pages, plots, runner
 from redlib.book.glue import glue_values
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
-from redlib.experiments import routing as ra
-from redlib.experiments import routing_report as rr
+from redlib.experiments import heatmaps as ra
+from redlib.experiments import heatmaps_report as rr
 from redlib.tasks import text_domains as td
 
 store = Store()

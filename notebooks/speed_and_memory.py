@@ -38,6 +38,7 @@ from IPython.display import Markdown, display
 from redlib.bench import report
 from redlib.book import pages, plots
 from redlib.book.glue import glue_values
+from redlib.book.results import selection_costs
 from redlib.core.runtime import resolve_path
 
 cfg, results = pages.start("speed_and_memory", globals())
@@ -212,6 +213,25 @@ if len(history):
     display(plots.styled(runs, precision=2, caption="Headline numbers of every recorded full bench run"))
 else:
     display(Markdown("No full bench run has been recorded yet."))
+
+# %% [markdown]
+# ## What choosing the learning rates costs
+#
+# Each RED page trains every small stage kind of its first seed at every rate of one grid and keeps
+# the rate with the lowest validation loss (`redlib/red/selection.py`; the grid is the same for every
+# method). That is fidelity bought with time: the paper's single rate left many stages still improving
+# at the 60-epoch cap. What the tries cost each page, from its own record (the chosen rate's tries
+# are the first seed's stages, so they are not extra):
+
+# %% tags=["hide-input"]
+chosen = selection_costs(["task1_addition", "task2_mixed", "step_decomposition", "mnist_label5"], cfg.profile,
+                         cfg.results_dir)
+if len(chosen):
+    results.table("selection_costs", chosen)
+    display(plots.styled(chosen, precision=2, hide_index=True, caption="The learning-rate selection's stages and "
+                         "their training seconds per page, against all the page's stages (worker seconds)"))
+else:
+    display(Markdown("No page has chosen its learning rates yet."))
 
 # %% [markdown]
 # ## Where the time goes

@@ -57,27 +57,32 @@ def tiny_run(tiny_qwen, tmp_path_factory):
 def test_run_scores_every_routing_on_both_program_sources(tiny_run):
     cfg, _, _, t = tiny_run
     ex = t["execution"]
-    assert set(ex["routing"]) == set(dec.ROUTINGS) | {dec.check_label(cfg)}
+    assert set(ex["routing"]) == set(dec.ROUTINGS) | {name + dec.PAPER_LR for name in dec.PAPER_KEYS}
     assert set(ex["programs"]) == {"true programs", "decomposer's programs"}
     assert ex["accuracy"].between(0, 1).all() and set(ex["steps"]) == {"all", "2", "3", "4"}
     assert t["decomposer"]["exact"].dtype == bool and len(t["decomposer"]) == cfg.sizes[2]
     claims = dec.claims(cfg, {k: v for k, v in t.items()})
     assert set(claims) == {"sd.red.acc", "sd.moe.acc", "sd.allfix.acc", "sd.order", "sd.decomposer.exact"}
     assert set(claims["sd.red.acc"]["value"]) == {"all", "2", "3", "4"}
+    paper = [k for k in claims["sd.order"]["extensions"] if "the paper's lr" in k]
+    assert len(paper) == 1 and set(claims["sd.red.acc"]["extensions"][paper[0]]["value"]) == {"all", "2", "3", "4"}
 
 
-def test_the_learning_rate_check_retrains_only_the_residuals(tiny_run):
+def test_the_paper_rate_runs_beside_the_chosen_rates_for_every_method(tiny_run):
     cfg, bb, store, t = tiny_run
-    label = dec.check_label(cfg)
-    assert {label, f"{label} (true range)"} <= set(t["op_experts"]["method"])
-    assert t["epochs"]["stage"].str.endswith(f"(head_lr {cfg.check_head_lr:g})").sum() == 2  # one per operation
-    ops = dec.train_ops(cfg, 0, Setting("iid"), bb, store)
-    check = dec.lr_check(cfg, ops, store)  # from the cache now
-    assert check.red.head is ops.red.head and check.red.experts is ops.red.experts and check.red.joint is ops.red.joint
-    assert not torch.equal(check.red.residuals[0].V.weight, ops.red.residuals[0].V.weight)
-    assert dec.lr_check(replace(cfg, check_head_lr=0.0), ops, store) is None
+    assert {m + dec.PAPER_LR for m in ("RED", "softmax MoE", "RED (true range)")} <= set(t["op_experts"]["method"])
+    paper = t["epochs"][t["epochs"]["stage"].str.endswith(dec.PAPER_LR) & ~t["epochs"]["stage"].str.startswith("stage 1")]
+    assert (paper["lr"] == cfg.head_lr).all() and paper["stage"].str.startswith("expert").sum() == 2
+    chosen = dec.train_ops(cfg, 0, Setting("iid"), bb, store, lrs={"residual": 0.003})
+    again = dec.paper_lr_run(cfg, 0, Setting("iid"), bb, store)  # from the cache now
+    assert again.red.lrs == {} and chosen.red.lrs == {"residual": 0.003}
+    assert again.red.head is not None and torch.equal(again.red.head.weight, chosen.red.head.weight)
+    assert not torch.equal(again.red.residuals[0].V.weight, chosen.red.residuals[0].V.weight)
+    assert torch.equal(next(again.red.experts[0].parameters()), next(chosen.red.experts[0].parameters()))
+    assert dec.paper_lr_run(replace(cfg, paper_lrs_beside=False), 0, Setting("iid"), bb, store) is None
+    assert dec.paper_lr_run(replace(cfg, head_lr_grid="none"), 0, Setting("iid"), bb, store) is None
     with pytest.raises(ValueError, match="changes stage 1"):
-        retrain_residuals(replace(cfg, lr=0.05), ops.red, ops.encoder, store)
+        retrain_residuals(replace(cfg, lr=0.05), chosen.red, chosen.encoder, store)
 
 
 def test_executor_follows_the_chain_and_flags_no_program(tiny_run):

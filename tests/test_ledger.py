@@ -122,4 +122,4 @@ def test_changed_verdicts_are_listed_with_their_cause(tmp_path):
                         "notebook": ["x", "y", "mnist_label5"], "note": ["tie: RED − MoE = +0.000", "", ""]})
     moved = ledger.changes(now, before)
     assert list(moved["id"]) == ["a", "c"] and list(moved["before"]) == ["holds", "partly"]
-    assert moved["cause"][0].startswith("tie") and "its own split" in moved["cause"][1]
+    assert moved["cause"][0].startswith("tie") and moved["cause"][1] == ledger.REPUBLICATION_CAUSES["mnist_label5"]

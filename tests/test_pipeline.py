@@ -182,7 +182,7 @@ def test_small_stages_trained_in_worker_processes_match_a_serial_run_bit_for_bit
     monkeypatch.setenv("REDLIB_WORKERS", "1")
     run_red(cfg, data, enc, again, seed=0)
     assert again.misses == 0 and again.hits == len(kinds)
-    # the retrain helpers (robustness, the decomposer's learning-rate check) use the workers too, with the same bits
+    # the retrain helpers (robustness, the paper-lr extension) use the workers too, with the same bits
     alone = Store(tmp_path / "alone")
     for retrain in (retrain_residuals, retrain_experts):
         monkeypatch.setenv("REDLIB_WORKERS", "2")

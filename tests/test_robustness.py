@@ -13,7 +13,7 @@ from redlib.core.config import ParameterError
 from redlib.core.store import Store, state_equal
 from redlib.experiments import robustness as rb
 from redlib.experiments import robustness_report as rr
-from redlib.red import cost, methods, routing
+from redlib.red import cost, methods, perturbation
 from redlib.red.pipeline import retrain_residuals, router_over, run_red
 
 
@@ -29,22 +29,22 @@ def test_perturbations_keep_weights_on_the_simplex_and_are_the_identity_at_zero(
     g = torch.Generator().manual_seed(0)
     z = torch.randn(50, 4, generator=g) * 3
     a = z.softmax(-1)
-    assert torch.allclose(routing.noisy_logits(z, 0.0, 1), a)
-    assert torch.equal(routing.noisy_logits(z, 1.0, 1), routing.noisy_logits(z, 1.0, 1))
-    assert not torch.equal(routing.noisy_logits(z, 1.0, 1), routing.noisy_logits(z, 1.0, 2))
-    assert torch.equal(routing.misroute(a, 0.0, 3), a) and torch.equal(routing.flatten(a, 0.0), a)
-    assert torch.allclose(routing.flatten(a, 1.0), torch.full_like(a, 0.25))
+    assert torch.allclose(perturbation.noisy_logits(z, 0.0, 1), a)
+    assert torch.equal(perturbation.noisy_logits(z, 1.0, 1), perturbation.noisy_logits(z, 1.0, 1))
+    assert not torch.equal(perturbation.noisy_logits(z, 1.0, 1), perturbation.noisy_logits(z, 1.0, 2))
+    assert torch.equal(perturbation.misroute(a, 0.0, 3), a) and torch.equal(perturbation.flatten(a, 0.0), a)
+    assert torch.allclose(perturbation.flatten(a, 1.0), torch.full_like(a, 0.25))
     for adjacent in (False, True):
-        m = routing.misroute(a, 1.0, 3, adjacent)
+        m = perturbation.misroute(a, 1.0, 3, adjacent)
         assert torch.allclose(m.sum(-1), torch.ones(50)) and (m.argmax(-1) != a.argmax(-1)).all()
         if adjacent:
             assert ((m.argmax(-1) - a.argmax(-1)).abs() == 1).all()
-    half = routing.misroute(a, 0.5, 3)
+    half = perturbation.misroute(a, 0.5, 3)
     assert (half.argmax(-1) != a.argmax(-1)).sum() == 25
-    r = routing.remove(torch.tensor([[0.5, 0.25, 0.25, 0.0], [1.0, 0.0, 0.0, 0.0]]), 0)
+    r = perturbation.remove(torch.tensor([[0.5, 0.25, 0.25, 0.0], [1.0, 0.0, 0.0, 0.0]]), 0)
     assert torch.allclose(r, torch.tensor([[0.0, 0.5, 0.5, 0.0], [0.0, 1 / 3, 1 / 3, 1 / 3]]))
     with pytest.raises(ValueError, match="unknown routing perturbation 'dropout'; allowed: logit noise"):
-        routing.perturb("dropout", a, z, 0.1, 0)
+        perturbation.perturb("dropout", a, z, 0.1, 0)
 
 
 def test_sweep_starts_from_the_clean_methods_and_flattening_the_moe_gives_uniform_averaging(loaded):

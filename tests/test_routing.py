@@ -9,8 +9,8 @@ import torch
 
 from redlib.core.config import ParameterError
 from redlib.core.store import Store, state_equal
-from redlib.experiments import routing as ra
-from redlib.experiments import routing_report as rr
+from redlib.experiments import heatmaps as ra
+from redlib.experiments import heatmaps_report as rr
 from redlib.models.moe import PAD, GatedMoE, LMShape, MLPClassifier, TokenMoE, lm_loss
 from redlib.tasks import text_domains as td
 

@@ -11,13 +11,13 @@ import pandas as pd
 
 from ..book.pages import BOOK_MINUTES, BUDGETS, config_for
 from ..core.config import ParameterError
-from ..experiments import decomposition, routing, toy
+from ..experiments import decomposition, heatmaps, toy
 from ..red.cost import timed_runs
 from ..red.pipeline import STAGE_KINDS
 
 WHERE = "where the time goes"  # the targets table's column: a missed page budget's runs and largest stages
 # What each cache kind holds (a kind is "<task>/<stage>"): the RED pipeline's stages and the pages' own.
-STAGE_WHAT = {**toy.STAGE_KINDS, **routing.STAGE_KINDS, **decomposition.STAGE_KINDS, **STAGE_KINDS}
+STAGE_WHAT = {**toy.STAGE_KINDS, **heatmaps.STAGE_KINDS, **decomposition.STAGE_KINDS, **STAGE_KINDS}
 
 
 def load(path: Path) -> dict[str, Any] | None:

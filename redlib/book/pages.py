@@ -13,7 +13,7 @@ from ..core.config import NotebookConfig, PageConfig, ParameterError, page_confi
 from ..experiments.decomposition import DecompositionConfig
 from ..experiments.mnist import MnistConfig
 from ..experiments.robustness import RobustnessConfig
-from ..experiments.routing import RoutingConfig
+from ..experiments.heatmaps import RoutingConfig
 from ..experiments.task1 import Task1Config
 from ..experiments.task2 import Task2Config
 from ..experiments.toy import ToyConfig

@@ -258,6 +258,19 @@ def token_routes(samples: dict[str, pd.DataFrame], n_experts: int, per_line: int
     return fig
 
 
+def lr_selection(t: dict[str, pd.DataFrame]) -> None:
+    """Show how a page chose its small stages' learning rates (`red/selection.py`), when it chose them."""
+    from IPython.display import display
+
+    from ..red import selection
+
+    chosen = t.get("lr_selection")
+    if chosen is not None and not chosen.empty:
+        display(styled(selection.summary(chosen), precision=4, caption=f"Learning rate of each small stage kind, "
+                       f"chosen on the validation loss of seed {int(chosen['seed'].iloc[0])} (the claims' setting) "
+                       "from one grid for every method; a kind's loss is the mean over its stages"))
+
+
 def training_tables(t: dict[str, pd.DataFrame], by: tuple[str, ...] = ("run", "stage")) -> None:
     """Show a page's epochs table (cap, patience, runs still improving at the cap) and its seconds per stage kind,
     per setting when `by` starts with the setting (`run`), mean over seeds."""
@@ -265,6 +278,7 @@ def training_tables(t: dict[str, pd.DataFrame], by: tuple[str, ...] = ("run", "s
 
     from ..experiments.ranges import epochs_table
 
+    lr_selection(t)
     per = " per setting and stage" if "run" in by else " per stage"
     display(styled(epochs_table(t["epochs"], by), precision=1, caption=f"Epochs run and best epoch (mean over seeds)"
                    f"{per}, the cap and patience, and the runs still improving at the cap"))

@@ -281,6 +281,23 @@ def published_costs(pages: list[str], profile: str = "full", results_dir: str | 
     return pd.DataFrame(rows, columns=TIME_COLUMNS)
 
 
+def selection_costs(pages: list[str], profile: str = "full", results_dir: str | os.PathLike = "results") -> pd.DataFrame:
+    """What choosing the small stages' learning rates cost each page (the stages of its `lr_selection` table, seconds
+    as their cache entries recorded them) against everything its stages cost, from the pages' own records."""
+    rows = []
+    for page in pages:
+        res = read(page, profile, results_dir)
+        if not res.exists or not (res.dir / "lr_selection.csv").exists():
+            continue
+        t, st = res.table("lr_selection"), res.provenance.get("stages") or {}
+        total = sum((st.get("train_seconds_by_kind") or {}).values())
+        spent = float(t["seconds"].sum()) if "seconds" in t else float("nan")
+        rows.append({"page": page, "rates tried": t["lr"].nunique(), "stages trained to choose": int(t["stages"].sum()),
+                     "their seconds": spent, "all the page's stages, seconds": total,
+                     "share": spent / total if total else float("nan")})
+    return pd.DataFrame(rows)
+
+
 def read(page: str, profile: str = "full", results_dir: str | os.PathLike = "results") -> PageResults:
     """The result files of `page` for `profile` under `results_dir` (relative to the repository root)."""
     return PageResults(page, profile, resolve_path(results_dir) / profile / page)

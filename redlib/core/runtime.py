@@ -42,6 +42,11 @@ def seed_everything(seed: int) -> None:
     torch.use_deterministic_algorithms(True, warn_only=True)
 
 
+def derived_seed(seed: int, index: int, per: int = 100) -> int:
+    """The seed of the index-th stage (or draw) under a run's seed: seed * per + index, distinct for index < per."""
+    return seed * per + index
+
+
 def generator(seed: int) -> torch.Generator:
     """An explicit torch generator, for data splits and shuffling that must not depend on global state."""
     return torch.Generator().manual_seed(seed)

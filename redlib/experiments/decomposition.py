@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,8 +26,8 @@ from ..core.store import Store
 from ..core.train import TrainConfig, fit
 from ..models.backbone import Backbone
 from ..models.tagger import TAGS, Tagger, predict_tags, tag_of, tagging_loss
-from ..red import methods
-from ..red.pipeline import retrain_residuals
+from ..red import methods, selection
+from ..red.selection import LrChoice
 from ..tasks.arithmetic import MIN_SUM
 from ..tasks.mixed import OPS, make_task2, step_pairs, step_text
 from . import ranges
@@ -54,7 +54,7 @@ class DecompositionConfig(MixedTaskConfig):
     tagger_lr: float = 0.001
     tagger_epochs: int | None = None
     tagger_samples: int | None = None
-    check_head_lr: float = 0.001
+    paper_lrs_beside: bool = True
 
     NOTEBOOK: ClassVar[str] = "step_decomposition"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -71,7 +71,6 @@ class DecompositionConfig(MixedTaskConfig):
         self.require_at_most(MAX_EPOCHS, "tagger_epochs")
         self.require_at_most(MAX_SAMPLES, "op_samples", "tagger_samples")
         self.require_finite("tagger_lr")
-        self.require_finite("check_head_lr", inclusive=True)
 
 
 def op_frames(cfg: DecompositionConfig, seed: int, number_format: str) -> dict[str, pd.DataFrame]:
@@ -86,25 +85,38 @@ def op_frames(cfg: DecompositionConfig, seed: int, number_format: str) -> dict[s
     return {**frames, "test": pool}
 
 
-def train_ops(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store) -> ranges.RangeRun:
-    """The op experts' pipeline run (cached stages load); its test part holds every possible step once."""
+def _ops_data(cfg: DecompositionConfig, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
     frames = op_frames(cfg, seed, setting.number_format)
     key = {"ops": "every step of [2,100] +- [2,50] in [2,100]", "op_samples": cfg.op_samples, "seed": seed,
            "number_format": setting.number_format}
-    return ranges.run(cfg, NAMESPACE, seed, setting, frames, key, bb, store, ("domain", ["add", "subtract"], "op"))
+    return frames, key
 
 
-def lr_check(cfg: DecompositionConfig, ops: ranges.RangeRun, store: Store) -> ranges.RangeRun | None:
-    """The op experts' run with RED's residuals trained again at `check_head_lr` (cached; None when it is 0)."""
-    if not cfg.check_head_lr:
+OPS_DOMAIN = ("domain", ["add", "subtract"], "op")
+
+
+def choose(cfg: DecompositionConfig, bb: Backbone, store: Store) -> LrChoice:
+    """The op experts' small-stage learning rates, chosen on validation loss (the first seed, the claims' setting)."""
+    return ranges.choose(cfg, NAMESPACE, *_ops_data(cfg, cfg.seed, cfg.settings[0]), bb, store, OPS_DOMAIN)
+
+
+def train_ops(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store,
+              lrs: dict[str, float] | None = None) -> ranges.RangeRun:
+    """The op experts' pipeline run (cached stages load); its test part holds every possible step once."""
+    frames, key = _ops_data(cfg, seed, setting)
+    return ranges.run(cfg, NAMESPACE, seed, setting, frames, key, bb, store, OPS_DOMAIN, lrs)
+
+
+PAPER_LR = " at the paper's lr"  # appended to a routing's or stage's name in the paper-lr extension
+
+
+def paper_lr_run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone,
+                 store: Store) -> ranges.RangeRun | None:
+    """The op experts with every small stage at the paper's `head_lr` (cached); None when off, or when the main run
+    already uses it (`head_lr_grid='none'`)."""
+    if not cfg.paper_lrs_beside or not cfg.lr_grid():
         return None
-    residuals, epochs = retrain_residuals(replace(cfg, head_lr=cfg.check_head_lr), ops.red, ops.encoder, store)
-    return replace(ops, red=replace(ops.red, residuals=residuals, epochs=epochs))
-
-
-def check_label(cfg: DecompositionConfig) -> str:
-    """The tables' name of RED with the residuals of the learning-rate check."""
-    return f"RED, residuals at head_lr {cfg.check_head_lr:g}"
+    return train_ops(cfg, seed, setting, bb, store, lrs={})
 
 
 def execute(ops: ranges.RangeRun, programs: list[Program | None], number_format: str,
@@ -241,12 +253,14 @@ def decompose(model: Tagger, bb: Backbone, df: pd.DataFrame) -> list[Program | N
     return [assemble(text, t, [tuple(o) for o in off]) for text, t, off in zip(df["text"], tags, enc["offsets"].tolist())]
 
 
-def run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store) -> dict[str, pd.DataFrame]:
-    """One seed and setting: op experts, decomposer, and the test programs executed with true and decoded programs."""
+def run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store,
+        lrs: dict[str, float] | None = None) -> dict[str, pd.DataFrame]:
+    """One seed and setting: op experts (small stages at `lrs`), decomposer, and the test programs executed with true
+    and decoded programs; beside them (`paper_lrs_beside`) every routing over op experts trained at the paper's lr."""
     spec = spec_for(cfg, seed, setting)
     frames = make_task2(spec)
-    ops = train_ops(cfg, seed, setting, bb, store)
-    check = lr_check(cfg, ops, store)
+    ops = train_ops(cfg, seed, setting, bb, store, lrs)
+    paper = paper_lr_run(cfg, seed, setting, bb, store)
     tagger = train_decomposer(cfg, seed, frames, {"spec": asdict(spec)}, bb, store)
     test = frames["test"]
     truth = list(zip(test["operands"], test["ops"]))
@@ -255,8 +269,9 @@ def run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, sto
     rows = []
     for source, programs in (("true programs", truth), ("decomposer's programs", decoded)):
         answers_by = execute(ops, programs, setting.number_format)
-        if check is not None:
-            answers_by |= execute(check, programs, setting.number_format, {check_label(cfg): "RED"})
+        if paper is not None:
+            answers_by |= execute(paper, programs, setting.number_format,
+                                  {name + PAPER_LR: ROUTINGS[name] for name in PAPER_KEYS})
         for name, answers in answers_by.items():
             for k in ["all", *sorted(test["steps"].unique())]:
                 sel = np.ones(len(test), bool) if k == "all" else (test["steps"] == k).to_numpy()
@@ -266,11 +281,10 @@ def run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, sto
     decomp = test[["phrasing", "steps"]].assign(exact=exact, no_program=[d is None for d in decoded])
     scores = ranges.evaluate(ops)
     op_experts, epochs = [scores["overall"]], [scores["epochs"]]
-    if check is not None:
-        again = ranges.evaluate(check)
-        red = again["overall"][again["overall"]["method"].isin(["RED", "RED (true range)"])]
-        op_experts.append(red.assign(method=red["method"].str.replace("RED", check_label(cfg), regex=False)))
-        epochs.append(again["epochs"].assign(stage=again["epochs"]["stage"] + f" (head_lr {cfg.check_head_lr:g})"))
+    if paper is not None:
+        again = ranges.evaluate(paper)
+        op_experts.append(again["overall"].assign(method=again["overall"]["method"] + PAPER_LR))
+        epochs.append(again["epochs"].assign(stage=again["epochs"]["stage"] + PAPER_LR))
     return {"execution": ops.tag(pd.DataFrame(rows)), "decomposer": ops.tag(decomp),
             "op_experts": pd.concat(op_experts, ignore_index=True), "epochs": pd.concat(epochs, ignore_index=True),
             "examples": _examples(ops, test, decoded, setting)}
@@ -302,28 +316,33 @@ def decomposer_table(decomposer: pd.DataFrame) -> pd.DataFrame:
 
 
 def claims(cfg: DecompositionConfig, t: dict[str, pd.DataFrame]) -> dict[str, dict]:
-    """sd.* in the claims' setting with the true programs (the paper's study); the decomposer's programs and the
-    other settings beside them as extensions."""
+    """sd.* in the claims' setting with the true programs (the paper's study); the decomposer's programs, the other
+    settings and the paper's learning rate for every stage beside them as extensions."""
     main, *others = cfg.settings
     out = _measured(t, main, "true programs")
-    extra = {(st, "true programs"): _measured(t, st, "true programs") for st in others}
-    extra |= {(st, "decomposer's programs"): _measured(t, st, "decomposer's programs") for st in cfg.settings}
-    for (st, source), entries in extra.items():
+    extra = {f"{st.description}, true programs": _measured(t, st, "true programs") for st in others}
+    extra |= {f"{st.description}, decomposer's programs": _measured(t, st, "decomposer's programs")
+              for st in cfg.settings}
+    if cfg.paper_lrs_beside and cfg.lr_grid():
+        extra[f"{main.description}, true programs, every small stage at the paper's lr {cfg.head_lr:g}"] = \
+            _measured(t, main, "true programs", PAPER_LR)
+    for label, entries in extra.items():
         for cid, entry in entries.items():
             if cid in out and cid != "sd.decomposer.exact":
-                out[cid].setdefault("extensions", {})[f"{st.description}, {source}"] = entry
+                out[cid].setdefault("extensions", {})[label] = entry
     return out
 
 
-def _measured(t: dict[str, pd.DataFrame], st: Setting, source: str) -> dict[str, dict]:
+def _measured(t: dict[str, pd.DataFrame], st: Setting, source: str, suffix: str = "") -> dict[str, dict]:
     ex = t["execution"][(t["execution"]["run"] == st.label) & (t["execution"]["programs"] == source)]
     common = {"run": st.label, "programs": source}
     out = {}
     for name, key in PAPER_KEYS.items():
-        mine = ex[ex["routing"] == name].pivot_table(index="seed", columns="steps", values="accuracy")
+        mine = ex[ex["routing"] == name + suffix].pivot_table(index="seed", columns="steps", values="accuracy")
         out[f"sd.{key}.acc"] = {"value": mine.mean().to_dict(), "per_seed": [r.to_dict() for _, r in mine.iterrows()],
                                 **common}
     acc = ex[ex["steps"] == "all"].pivot_table(index="seed", columns="routing", values="accuracy")
+    acc = acc[[n + suffix for n in PAPER_KEYS]].set_axis(list(PAPER_KEYS), axis=1)
     out["sd.order"] = {**measure.ordering(acc, list(PAPER_KEYS)), **common}
     dec = t["decomposer"][t["decomposer"]["run"] == st.label].groupby("seed")["exact"].mean()
     out["sd.decomposer.exact"] = measure.bound(dec, 0.95, 1.0, run=st.label,
@@ -338,20 +357,21 @@ def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str
     true, dec = (execution_table(t["execution"], main, s)["all"] for s in ("true programs", "decomposer's programs"))
     single = t["op_experts"].groupby("method")["accuracy"].mean()
     ep = t["epochs"]
-    residual = ep[ep["stage"].str.startswith("residual") & ~ep["stage"].str.contains("head_lr")]
-    check = check_label(cfg) if cfg.check_head_lr else None
+    residual = ep[ep["stage"].str.startswith("residual") & ~ep["stage"].str.endswith(PAPER_LR)]
+    paper_lr = PAPER_LR if cfg.paper_lrs_beside and cfg.lr_grid() else None
     return {
+        **selection.found("sd", cfg, t.get("lr_selection")),
         "sd_setting": main, **{f"sd_true_{k}": true[m] for m, k in PAPER_KEYS.items()},
         **{f"sd_dec_{k}": dec[m] for m, k in PAPER_KEYS.items()},
         **{f"sd_paper_{k}": paper[f"sd.{k}.acc"]["paper"]["all"] for k in PAPER_KEYS.values()},
         "sd_exact": listing(t["decomposer"].groupby("run", sort=False)["exact"].mean()),
         "sd_single_red": single["RED (true range)"], "sd_single_oracle": single["oracle experts"],
         "sd_head_lr": f"{cfg.head_lr:g}", "sd_max_epochs": cfg.max_epochs, "sd_patience": cfg.patience,
+        "sd_residual_lr": listing(residual.groupby("stage", sort=False)["lr"].first().map(lambda x: f"{x:g}")),
         "sd_residual_epochs": residual["epochs run"].mean(), "sd_residual_best": residual["best epoch"].mean(),
         "sd_residual_capped": int(ranges.epochs_table(residual, by=("stage",))["still improving at the cap"].sum()),
         "sd_residual_stages": len(residual), "sd_capped": ranges.capped_stages(ep, by=("stage",)),
-        "sd_check_lr": f"{cfg.check_head_lr:g}" if check else "not run (check_head_lr is off)",
-        "sd_check_single": f"{single[f'{check} (true range)']:.3f}" if check else "-",
-        "sd_check_true": f"{true[check]:.3f}" if check else "-",
+        **{f"sd_paperlr_{k}": f"{true[m + paper_lr]:.3f}" if paper_lr else "not run" for m, k in PAPER_KEYS.items()},
+        "sd_paperlr_single": f"{single['RED (true range)' + paper_lr]:.3f}" if paper_lr else "not run",
         **verdict_keys("sd", v),
     }

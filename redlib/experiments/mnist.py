@@ -21,9 +21,10 @@ from ..core.config import ParameterError
 from ..core.metrics import confusion
 from ..core.runtime import resolve_device
 from ..core.store import Store
-from ..red import methods
+from ..red import methods, selection
 from ..red.encoders import ImageEncoder
 from ..red.pipeline import RedConfig, RedRun, TaskData, balanced_subsample, run_red
+from ..red.selection import LrChoice
 from ..tasks.mnist import DOMAIN_NAMES, N_CLASSES, Arrays, check_idx_dir, domain_of, splits, to_tensor
 from .ranges import METHOD_KEYS, ORDER, capped_stages
 
@@ -107,9 +108,15 @@ def task(cfg: MnistConfig, data: dict[str, Arrays], seed: int) -> tuple[TaskData
     return td, ImageEncoder(to_tensor(images), resolve_device(cfg.device))
 
 
-def run(cfg: MnistConfig, seed: int, data: dict[str, Arrays], store: Store) -> RedRun:
+def choose(cfg: MnistConfig, store: Store) -> LrChoice:
+    """The small stages' learning rates, chosen on validation loss (the first seed's digits and split)."""
+    return selection.select(cfg, *task(cfg, load(cfg, cfg.seed), cfg.seed), store, cfg.seed)
+
+
+def run(cfg: MnistConfig, seed: int, data: dict[str, Arrays], store: Store,
+        lrs: dict[str, float] | None = None) -> RedRun:
     """Every stage for one seed (cached stages load): the images as items, the CNN as the encoder."""
-    return run_red(cfg, *task(cfg, data, seed), store, seed)
+    return run_red(cfg, *task(cfg, data, seed), store, seed, lrs)
 
 
 def evaluate(r: RedRun) -> dict[str, pd.DataFrame]:
@@ -187,6 +194,7 @@ def found(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_tra
     rt = t["router_accuracy"]
     routing = t["routing"].groupby("digit").mean().drop(columns="seed")
     return {
+        **selection.found("mn", cfg, t.get("lr_selection")),
         "mn_data": cfg.data_label, "mn_n_seeds": seeds_words(len(cfg.seeds)), "mn_n_train": n_train,
         "mn_split": "one test split for every seed" if cfg.split_seed is not None else "each seed its own test split",
         **{f"mn_{k}": words(m) for k, m in {**METHOD_KEYS, "uniform_code": CODE_UNIFORM}.items() if m in acc.index},

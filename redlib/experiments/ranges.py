@@ -8,11 +8,12 @@ and a number format. Tables carry the setting's label in a `run` column.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Iterator
 
 import numpy as np
 import pandas as pd
 import torch
+from tqdm import tqdm
 
 from ..core import measure
 from ..core.claims import load_claims
@@ -22,7 +23,9 @@ from ..core.store import Store
 from ..models.backbone import Backbone, BackboneError, block_count, resolve_backbone
 from ..red import methods
 from ..red.encoders import TextEncoder
+from ..red import selection
 from ..red.pipeline import RedConfig, RedRun, TaskData, run_red
+from ..red.selection import LrChoice
 from ..tasks.arithmetic import BOUNDARY_SUMS, MIN_SUM, N_CLASSES, NUMBER_FORMATS, RANGE_NAMES
 
 SPLIT_LABELS = {"iid": "iid split (the paper's protocol)", "pairs": "pairs split (unseen operand pairs)",
@@ -133,6 +136,36 @@ Domain = tuple[str, list[str], str]  # the frames' domain column, the domains' n
 RANGES: Domain = ("range", list(RANGE_NAMES), "range")
 
 
+def backbone(cfg: RangeTaskConfig) -> Backbone:
+    """The page's backbone (the embedded one or a local folder) on the page's device, its top `k_trainable` blocks
+    trainable."""
+    from ..core.runtime import resolve_device
+
+    return Backbone(cfg.backbone, cfg.k_trainable, device=resolve_device(cfg.device))
+
+
+def profile_words(cfg: RangeTaskConfig, bb: Backbone, data: str) -> str:
+    """The page's opening line: profile, backbone, which seeds run where, the data (`data`) and the training caps."""
+    return (f"Profile **{cfg.profile}**: backbone `{cfg.backbone}` ({type(bb.full).__name__}, {bb.n_blocks} blocks, "
+            f"d = {bb.dim}, top {bb.k} trained), {cfg.runs_label()}, {data}, dataset `{cfg.dataset_size}`, stage 1 up "
+            f"to {cfg.backbone_epochs} epochs, other stages up to {cfg.max_epochs} epochs with patience {cfg.patience}, "
+            f"each small stage kind at the learning rate chosen from {cfg.head_lr_grid}.")
+
+
+def every_run(cfg: RangeTaskConfig, title: str) -> Iterator[tuple[Setting, int]]:
+    """The (setting, seed) pairs a seed x setting page runs, the claims' setting first, with a progress bar each."""
+    from ..core.train import progress_enabled
+
+    for st in cfg.settings:
+        for seed in tqdm(cfg.seeds_for(st), desc=f"{title} ({st.label})", disable=not progress_enabled()):
+            yield st, seed
+
+
+def stack(tables: list[dict[str, pd.DataFrame]]) -> dict[str, pd.DataFrame]:
+    """One table per name from the runs' tables (each run's table carries its seed and setting as columns)."""
+    return {name: pd.concat([tb[name] for tb in tables]) for name in tables[0]}
+
+
 def seeds_by_method(t: dict[str, pd.DataFrame], setting: Setting) -> pd.DataFrame:
     """Test accuracy of one setting as a seeds x methods table (for paired comparisons)."""
     ov = t["overall"]
@@ -167,11 +200,19 @@ class RangeRun:
 
 
 def run(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: dict[str, pd.DataFrame], key: dict,
-        bb: Backbone, store: Store, domain: Domain = RANGES) -> RangeRun:
-    """Every pipeline stage for one seed and setting (cached stages load)."""
+        bb: Backbone, store: Store, domain: Domain = RANGES, lrs: dict[str, float] | None = None) -> RangeRun:
+    """Every pipeline stage for one seed and setting (cached stages load), the small stages at `lrs`."""
     data, texts = task_data(namespace, frames, key, domain)
     encoder = TextEncoder(bb, texts, store, namespace)
-    return RangeRun(setting, run_red(cfg, data, encoder, store, seed), frames, encoder)
+    return RangeRun(setting, run_red(cfg, data, encoder, store, seed, lrs), frames, encoder)
+
+
+def choose(cfg: RedConfig, namespace: str, frames: dict[str, pd.DataFrame], key: dict, bb: Backbone, store: Store,
+           domain: Domain = RANGES) -> LrChoice:
+    """The small stages' learning rates, chosen on the validation loss of the page's first seed in the claims'
+    setting (`red/selection.py`)."""
+    data, texts = task_data(namespace, frames, key, domain)
+    return selection.select(cfg, data, TextEncoder(bb, texts, store, namespace), store, cfg.seed)
 
 
 def evaluate(r: RangeRun, subsets: dict[str, np.ndarray] | None = None) -> dict[str, pd.DataFrame]:
@@ -292,8 +333,9 @@ def epochs_table(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage")) -
     """Per stage (and setting): epochs run and best epoch (0-based; mean over seeds), the cap and patience it ran
     under, and in how many runs it was still improving at the cap (its best epoch within `patience` of the cap)."""
     capped = epochs.assign(at_cap=epochs["best epoch"] >= epochs["max epochs"] - epochs["patience"])
+    lr = {"lr": ("lr", "first")} if "lr" in epochs else {}
     out = capped.groupby(list(by), sort=False).agg(
-        **{"epochs run": ("epochs run", "mean"), "best epoch": ("best epoch", "mean"),
+        **lr, **{"epochs run": ("epochs run", "mean"), "best epoch": ("best epoch", "mean"),
            "max epochs": ("max epochs", "first"), "patience": ("patience", "first"), "runs": ("at_cap", "size"),
            "still improving at the cap": ("at_cap", "sum")})
     return out.astype({"max epochs": int, "patience": int, "runs": int, "still improving at the cap": int})

@@ -18,11 +18,13 @@ import torch
 
 from ..core.config import NotebookConfig, ParameterError
 from ..core.metrics import accuracy
+from ..core.runtime import derived_seed
 from ..core.store import Store, state_equal
 from ..models.backbone import Backbone
-from ..red import methods, routing
+from ..red import methods, perturbation
 from ..red.encoders import Encoder
 from ..red.pipeline import RedConfig, RedRun, retrain_experts, retrain_residuals, router_over, run_red
+from ..red.selection import LrChoice
 from . import mnist, ranges, task1, task2
 from .ranges import Setting
 
@@ -79,7 +81,7 @@ class RobustnessConfig(NotebookConfig):
             src.preflight()
 
     def levels(self) -> dict[str, list[float]]:
-        """Strengths swept per perturbation (`routing.PERTURBATIONS`)."""
+        """Strengths swept per perturbation (`perturbation.PERTURBATIONS`)."""
         misrouted = _numbers("misroute_fractions", self.misroute_fractions, 0, 1)
         return {"logit noise": _numbers("noise_levels", self.noise_levels, 0, 1e3), "misrouted (random expert)": misrouted,
                 "misrouted (adjacent expert)": misrouted, "flattened": _numbers("flatten_levels", self.flatten_levels, 0, 1)}
@@ -112,15 +114,24 @@ class Loaded:
     range_run: ranges.RangeRun | None = None  # the arithmetic tasks' frames (boundary sums)
 
 
+def choose(cfg: RobustnessConfig, task: str, store: Store, bb: Backbone | None = None) -> LrChoice:
+    """The learning rates the source page chose for its small stages (loaded from the cache after that page ran)."""
+    src = cfg.sources()[task]
+    if task == "mnist":
+        return mnist.choose(src, store)
+    return (task1 if task == "task1" else task2).choose(src, bb, store)
+
+
 def load(cfg: RobustnessConfig, task: str, seed: int, store: Store, bb: Backbone | None = None,
-         digits: dict | None = None) -> Loaded:
-    """The run of one seed of a source page (Task 1 and Task 2 on the paper's iid split; cached stages load)."""
+         digits: dict | None = None, lrs: dict[str, float] | None = None) -> Loaded:
+    """The run of one seed of a source page (Task 1 and Task 2 on the paper's iid split; cached stages load), its
+    small stages at `lrs` (the source page's choice)."""
     src = cfg.sources()[task]
     if task == "mnist":
         data, enc = mnist.task(src, digits if digits is not None else mnist.load(src, seed), seed)
-        return Loaded(task, src, run_red(src, data, enc, store, seed), enc)
+        return Loaded(task, src, run_red(src, data, enc, store, seed, lrs), enc)
     module = task1 if task == "task1" else task2
-    rr = module.run(src, seed, Setting(src.split), bb, store)
+    rr = module.run(src, seed, Setting(src.split), bb, store, lrs)
     return Loaded(task, src, rr.red, rr.encoder, rr)
 
 
@@ -140,9 +151,9 @@ def sweep(ld: Loaded, levels: dict[str, list[float]]) -> pd.DataFrame:
              "accuracy": a} for m, a in clean.items()]
     for kind, strengths in levels.items():
         for j, s in enumerate(strengths):
-            seed = run.seed * 1000 + j  # the same inputs misrouted, the same noise, for every method
+            seed = derived_seed(run.seed, j, per=1000)  # the same inputs misrouted, the same noise, for every method
             with torch.no_grad():
-                alpha = {m: routing.perturb(kind, g(h), g.logits(h), s, seed) for m, g in gates.items()}
+                alpha = {m: perturbation.perturb(kind, g(h), g.logits(h), s, seed) for m, g in gates.items()}
             acc = _accuracy(run, methods.predict(run, alpha=alpha, names=list(ROUTED))) | ref
             rows += [{"task": TASKS[ld.task], "seed": run.seed, "perturbation": kind, "strength": s, "method": m,
                       "accuracy": a} for m, a in acc.items()]
@@ -170,7 +181,7 @@ def modularity(ld: Loaded, store: Store, replacement_seed: int, train: bool = Tr
 
     with torch.no_grad():
         alphas = {"RED": run.router(run.features["test"]), "softmax MoE": run.gate(run.features["test"])}
-    removed = pd.concat([against_clean(_per_domain(run, {m: routing.remove(a, i) for m, a in alphas.items()}),
+    removed = pd.concat([against_clean(_per_domain(run, {m: perturbation.remove(a, i) for m, a in alphas.items()}),
                                        expert=names[i]) for i in range(K)])
     if not train:
         return {"removed": removed}

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..core import measure
 from ..core.claims import load_claims, order_verdict, seeds_words, verdict_keys
-from ..red import cost, methods, routing
+from ..red import cost, methods, perturbation
 from . import ranges
 from .robustness import ROUTED, RobustnessConfig
 
@@ -137,7 +137,7 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
                 f"rb_{k}_lost_routed": drops[(task, ROUTED[2])],
                 f"rb_{k}_clean_global": clean[(task, "global head")], f"rb_{k}_clean_red": clean[(task, "RED")],
                 f"rb_{k}_strongest": "; ".join(f"{kind} RED {e[(kind, 'RED')]:.3f} vs MoE {e[(kind, 'softmax MoE')]:.3f}"
-                                               for kind in routing.PERTURBATIONS),
+                                               for kind in perturbation.PERTURBATIONS),
                 f"rb_{k}_strongest_global": e[("flattened", "global head")],
                 f"rb_{k}_removal": val["removal: largest change on other domains"],
                 f"rb_{k}_moe_removal": entry["moe_removal"],

@@ -19,6 +19,8 @@ from ..core.config import ParameterError
 from ..core.store import Store
 from ..models.backbone import Backbone
 from ..red.cost import parameter_cost
+from ..red import selection
+from ..red.selection import LrChoice
 from ..tasks.arithmetic import (
     DATA_SOURCES,
     MAX_SUM,
@@ -87,10 +89,21 @@ def spec_for(cfg: Task1Config, seed: int, setting: Setting) -> Task1Spec:
                      setting.number_format, cfg.data_source, cfg.pairs_test_share)
 
 
-def run(cfg: Task1Config, seed: int, setting: Setting, bb: Backbone, store: Store) -> ranges.RangeRun:
-    """Every stage for one seed and setting (cached stages load): Task 1's data plus one pipeline call."""
+def sample_frames(cfg: Task1Config, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
+    """Task 1's sample frames for one seed and setting, and what determined them (part of every cache key)."""
     spec = spec_for(cfg, seed, setting)
-    return ranges.run(cfg, NAMESPACE, seed, setting, make_task1(spec), {"spec": asdict(spec)}, bb, store)
+    return make_task1(spec), {"spec": asdict(spec)}
+
+
+def choose(cfg: Task1Config, bb: Backbone, store: Store) -> LrChoice:
+    """The small stages' learning rates, chosen on validation loss (the first seed, the claims' setting)."""
+    return ranges.choose(cfg, NAMESPACE, *sample_frames(cfg, cfg.seed, cfg.settings[0]), bb, store)
+
+
+def run(cfg: Task1Config, seed: int, setting: Setting, bb: Backbone, store: Store,
+        lrs: dict[str, float] | None = None) -> ranges.RangeRun:
+    """Every stage for one seed and setting (cached stages load), the small stages at `lrs`."""
+    return ranges.run(cfg, NAMESPACE, seed, setting, *sample_frames(cfg, seed, setting), bb, store, lrs=lrs)
 
 
 def case_study(r: ranges.RangeRun, bb: Backbone, queries: list[str] = QUERIES) -> pd.DataFrame:
@@ -178,6 +191,7 @@ def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
             digits.append(f"{SPLIT_LABELS[st.split]}: " + ", ".join(
                 f"{acc[st.label][m] - acc[whole.label][m]:+.3f} ({m})" for m in ("RED", "softmax MoE", "oracle experts")))
     return {
+        **selection.found("t1", cfg, t.get("lr_selection")),
         "t1_setting": main.description, "t1_backbone": cfg.backbone, "t1_value_tol": VALUE_TOL, "t1_near": NEAR,
         **{f"t1_{key}": a[m] for key, m in METHOD_KEYS.items() if m in a},
         **{f"t1_paper_{k}": paper[f"t1.{k}.acc"]["paper"] for k in ("red", "moe", "global", "uniform")},

@@ -15,6 +15,8 @@ from ..core.claims import VALUE_TOL, listing, load_claims, ranking, verdict_keys
 from ..core.config import ParameterError
 from ..core.store import Store
 from ..models.backbone import Backbone
+from ..red import selection
+from ..red.selection import LrChoice
 from ..tasks.arithmetic import RANGE_NAMES
 from ..tasks.mixed import MAX_STEPS, PHRASINGS, Task2Spec, make_task2, parse_mix
 from . import ranges
@@ -62,10 +64,21 @@ def spec_for(cfg: MixedTaskConfig, seed: int, setting: Setting) -> Task2Spec:
     return Task2Spec(cfg.step_mix, cfg.n_phrasings, n_train, n_val, n_test, setting.split, seed, setting.number_format)
 
 
-def run(cfg: Task2Config, seed: int, setting: Setting, bb: Backbone, store: Store) -> ranges.RangeRun:
-    """Every stage for one seed and setting (cached stages load): Task 2's data plus one pipeline call."""
+def sample_frames(cfg: Task2Config, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
+    """Task 2's sample frames for one seed and setting, and what determined them (part of every cache key)."""
     spec = spec_for(cfg, seed, setting)
-    return ranges.run(cfg, NAMESPACE, seed, setting, make_task2(spec), {"spec": asdict(spec)}, bb, store)
+    return make_task2(spec), {"spec": asdict(spec)}
+
+
+def choose(cfg: Task2Config, bb: Backbone, store: Store) -> LrChoice:
+    """The small stages' learning rates, chosen on validation loss (the first seed, the claims' setting)."""
+    return ranges.choose(cfg, NAMESPACE, *sample_frames(cfg, cfg.seed, cfg.settings[0]), bb, store)
+
+
+def run(cfg: Task2Config, seed: int, setting: Setting, bb: Backbone, store: Store,
+        lrs: dict[str, float] | None = None) -> ranges.RangeRun:
+    """Every stage for one seed and setting (cached stages load), the small stages at `lrs`."""
+    return ranges.run(cfg, NAMESPACE, seed, setting, *sample_frames(cfg, seed, setting), bb, store, lrs=lrs)
 
 
 def evaluate(r: ranges.RangeRun) -> dict[str, pd.DataFrame]:
@@ -140,6 +153,7 @@ def found(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
     frames = make_task2(spec_for(cfg, cfg.seed, main))
     ops = by_operations(ov).loc[(main.label, "RED")]
     return {
+        **selection.found("t2", cfg, t.get("lr_selection")),
         "t2_setting": main.description, "t2_step_mix": cfg.step_mix, "t2_backbone": cfg.backbone,
         "t2_value_tol": VALUE_TOL,
         **{f"t2_{key}": a[m] for key, m in METHOD_KEYS.items() if m in a},

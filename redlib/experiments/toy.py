@@ -17,7 +17,7 @@ from torch.nn import functional as F
 from ..core import measure
 from ..core.config import MAX_WIDTH, ExperimentConfig, ParameterError
 from ..core.metrics import per_group
-from ..core.runtime import generator, seed_everything
+from ..core.runtime import derived_seed, generator, seed_everything
 from ..core.store import Store
 from ..core.train import fit
 from ..models.combiners import OutputMixture, average_parameters
@@ -145,9 +145,9 @@ def domain_experts(make: Callable[[], nn.Module], kind: str, cfg: ToyConfig, see
     dom = domain_of(full.a, full.b)
     experts = []
     for i in range(len(DOMAINS)):
-        seed_everything(seed * 100 + i)
+        seed_everything(derived_seed(seed, i))
         model = make()
-        train_on(model, full.subset(torch.nonzero(dom == i).squeeze(1)), cfg, seed * 100 + i, store, kind, f"{kind} D{i + 1}",
+        train_on(model, full.subset(torch.nonzero(dom == i).squeeze(1)), cfg, derived_seed(seed, i), store, kind, f"{kind} D{i + 1}",
                  key_extra)
         experts.append(model)
     return experts
@@ -207,9 +207,9 @@ def experiment_b(cfg: ToyConfig, seed: int, store: Store) -> dict[str, nn.Module
 def learned_base(cfg: ToyConfig, seed: int, store: Store) -> LinearExpert:
     """A linear base trained on the union of the five domains."""
     full = grid()
-    seed_everything(seed * 100 + 99)
+    seed_everything(derived_seed(seed, 99))
     base = LinearExpert()
-    train_on(base, full.subset(torch.nonzero(domain_of(full.a, full.b) >= 0).squeeze(1)), cfg, seed * 100 + 99,
+    train_on(base, full.subset(torch.nonzero(domain_of(full.a, full.b) >= 0).squeeze(1)), cfg, derived_seed(seed, 99),
              store, "linear_base", "learned base")
     return base
 

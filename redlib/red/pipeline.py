@@ -51,6 +51,7 @@ class RedConfig(ExperimentConfig):
     backbone_fraction: float = 0.1
     backbone_epochs: int | None = None
     head_lr: float = 1e-4
+    head_lr_grid: str = "0.0001,0.0003,0.001,0.003"
     expert_hidden: int = 256
     router_hidden: int = 256
     rank_divisor: int = 4
@@ -62,11 +63,26 @@ class RedConfig(ExperimentConfig):
         self.require_at_most(MAX_EPOCHS, "backbone_epochs")
         self.require_at_most(MAX_WIDTH, "expert_hidden", "router_hidden", "rank_divisor")
         self.require_finite("head_lr", "code_scale")
+        self.lr_grid()
         if not 0 < self.backbone_fraction <= 1:
             raise ParameterError(f"parameter 'backbone_fraction' must be in (0, 1], got {self.backbone_fraction}")
         if self.expert_hidden < 0 or self.router_hidden < 1:
             raise ParameterError(f"parameters 'expert_hidden' (0: a linear expert) must be >= 0 and 'router_hidden' >= 1, "
                                  f"got {self.expert_hidden} and {self.router_hidden}")
+
+    def lr_grid(self) -> list[float]:
+        """The learning rates each small stage kind is tried at ([]: "none", every kind at `head_lr`, the paper's)."""
+        text = str(self.head_lr_grid).strip()
+        if text == "none":
+            return []
+        try:
+            grid = [float(v) for v in text.split(",")]
+        except ValueError:
+            grid = []
+        if not grid or len(grid) > 8 or len(set(grid)) < len(grid) or not all(0 < v <= 1 for v in grid):
+            raise ParameterError(f"parameter 'head_lr_grid' must be 'none' or 1 to 8 distinct comma-separated learning "
+                                 f"rates in (0, 1], e.g. '0.0001,0.001', got {self.head_lr_grid!r}")
+        return grid
 
     # the released code's MoE over its residual-trained logit experts, as an extra stage (the MNIST page's)
     CODE_MOE: ClassVar[bool] = False
@@ -137,6 +153,7 @@ class RedRun:
     seconds: dict[str, float] = field(default_factory=dict)
     epochs: list[dict] = field(default_factory=list)  # per trained stage: label, epochs run, best epoch, cap
     code_gate: Router | None = None  # the released code's MoE gate over the code experts (when the config asks)
+    lrs: dict[str, float] = field(default_factory=dict)  # stage kind -> learning rate (absent: the config's head_lr)
 
 
 def balanced_subsample(labels: Tensor, fraction: float, seed: int) -> Tensor:
@@ -154,10 +171,12 @@ def subsample(n: int, fraction: float, seed: int) -> Tensor:
     return torch.randperm(n, generator=generator(seed))[:k].sort().values
 
 
-def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int) -> RedRun:
-    """All stages for one seed (each loaded from the cache when already computed), as a run record. The small
-    stages train side by side in `parallel.worker_count()` processes; the page then loads them in this order."""
-    st = Stages(cfg, data, encoder, store, seed)
+def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int,
+            lrs: dict[str, float] | None = None) -> RedRun:
+    """All stages for one seed (each loaded from the cache when already computed), as a run record, the small
+    stages of each kind at its learning rate in `lrs` (`selection.py`; a kind not named: the config's head_lr).
+    They train side by side in `parallel.worker_count()` processes; the page then loads them in this order."""
+    st = Stages(cfg, data, encoder, store, seed, lrs=lrs)
     head = st.timed("stage 1 (encoder + global head)", st.base)
     feats = st.timed("pooled features", st.features)
     K = data.n_domains
@@ -176,7 +195,7 @@ def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed
     head_all_ = st.timed("global head on all of train", lambda: st.get(("head_all", None)))
     code_gate_ = st.timed("stage 3 (code MoE gate)", lambda: st.get(("code_gate", None))) if cfg.CODE_MOE else None
     return RedRun(seed, data, feats, head, *([st.get((name, i)) for i in range(K)] for name in ("expert", "residual", "code")),
-                  router_, joint_, gate_, head_all_, cfg.code_scale, st.seconds, st.epochs, code_gate_)
+                  router_, joint_, gate_, head_all_, cfg.code_scale, st.seconds, st.epochs, code_gate_, st.lrs)
 
 
 def retrain_residuals(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store,
@@ -210,8 +229,9 @@ def _retrain(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, seed: 
 
 
 def _restart(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, seed: int | None) -> Stages:
-    """The stages of a finished run, stage 1 reloaded (and checked to be the run's), ready to train more (with `seed`)."""
-    st = Stages(cfg, run.data, encoder, store, run.seed)
+    """The stages of a finished run, stage 1 reloaded (and checked to be the run's), ready to train more (with `seed`)
+    at the run's learning rates."""
+    st = Stages(cfg, run.data, encoder, store, run.seed, lrs=run.lrs)
     head = st.base()
     st.feats = run.features
     if not torch.equal(head.weight, run.head.weight):

@@ -23,7 +23,7 @@ from torch.nn import functional as F
 from ..core import parallel
 from ..core.runtime import seed_everything
 from ..core.store import Store
-from ..core.train import TrainConfig, fit
+from ..core.train import TrainConfig, evaluate_loss, fit
 from ..models.combiners import ResidualMixture
 from ..models.experts import ScaledExpert
 from ..models.routers import Router
@@ -99,8 +99,9 @@ class Stages:
     """The stages of one seed, each loaded from the cache when already computed (see `pipeline`'s docstring)."""
 
     def __init__(self, cfg: RedConfig, data: TaskData, encoder: Encoder | None, store: Store, seed: int,
-                 key: dict | None = None, dim: int | None = None):
+                 key: dict | None = None, dim: int | None = None, lrs: dict[str, float] | None = None):
         self.cfg, self.data, self.encoder, self.store, self.seed = cfg, data, encoder, store, seed
+        self.lrs = dict(lrs or {})  # stage kind -> learning rate; a kind not named trains at cfg.head_lr
         self.seconds: dict[str, float] = {}
         self.epochs: list[dict] = []
         self.key = key or {"pipeline": PIPELINE_VERSION, **encoder.key(), "data": data.key}
@@ -116,6 +117,16 @@ class Stages:
     def kind(self, name: str) -> str:
         assert name in STAGE_KINDS, name
         return f"{self.data.namespace}/{name}"
+
+    def lr(self, name: str) -> float:
+        """The learning rate of the small stages of kind `name` (chosen on validation loss, or the config's head_lr)."""
+        return self.lrs.get(name, self.cfg.head_lr)
+
+    def fork(self, lrs: dict[str, float]) -> "Stages":
+        """These stages after stage 1 (same head, features and keys), training the small stages at `lrs`."""
+        st = Stages(self.cfg, self.data, self.encoder, self.store, self.seed, self.key, self.dim, lrs)
+        st.head, st.feats = self.head, self.feats
+        return st
 
     def timed(self, label: str, fn: Callable[[], Any]):
         """fn(), and under `label` what its stages cost to train: computed now, trained by workers, or loaded (the
@@ -163,7 +174,7 @@ class Stages:
     def train(self, name: str, label: str, model: nn.Module, loss, targets: dict[str, Tensor],
               sel: dict[str, Tensor] | None = None, **extra) -> nn.Module:
         """Train a small module on features (the rows `sel` of each split, or all) unless cached; then freeze it."""
-        feats, tc = self.feats, self.cfg.fit_config(self.seed, label, self.cfg.head_lr)
+        feats, tc = self.feats, self.cfg.fit_config(self.seed, label, self.lr(name))
         key = {**self.key, "module": label, "train2": asdict(tc), **extra}
         if self._probing:
             raise _Probe(self.store.path(self.kind(name), key))
@@ -174,8 +185,14 @@ class Stages:
                                  (feats["val"][part["val"]], targets["val"][part["val"]]), tc))
 
         model.to(self.device)
-        self._epochs(label, self.store.module(self.kind(name), key, model, run), tc)
-        return model.requires_grad_(False).eval()
+        meta = self.store.module(self.kind(name), key, model, run)
+        part = {k: (sel[k] if sel else slice(None)) for k in ("train", "val")}
+        model.requires_grad_(False)
+        # the loss of the kept state on validation: what the learning rate is chosen on (computed the same way
+        # whether the stage was trained now, by a worker or loaded)
+        val_loss = evaluate_loss(model, loss, (feats["val"][part["val"]], targets["val"][part["val"]]))
+        self._epochs(label, meta, tc, val_loss)
+        return model.eval()
 
     # ---- the small stages, as jobs: each seeds itself, so it trains the same in any process and order ----
 
@@ -280,9 +297,9 @@ class Stages:
         return self.train("head_all", "global head all train", nn.Linear(self.dim, self.data.n_classes), ce,
                           self.data.labels)
 
-    def _epochs(self, label: str, meta: dict, tc: TrainConfig) -> None:
+    def _epochs(self, label: str, meta: dict, tc: TrainConfig, val_loss: float = float("nan")) -> None:
         self.epochs.append({"stage": label, "epochs run": meta.get("epochs_run"), "best epoch": meta.get("best_epoch"),
-                            "max epochs": tc.max_epochs, "patience": tc.patience})
+                            "max epochs": tc.max_epochs, "patience": tc.patience, "lr": tc.lr, "val loss": val_loss})
 
     # ---- training jobs in worker processes ----
 
@@ -307,7 +324,7 @@ class Stages:
         if not todo:
             return
         context = {"cfg": self.cfg, "data": self.data, "seed": self.seed, "key": self.key, "dim": self.dim,
-                   "head": self.head, "root": str(self.store.root)}
+                   "head": self.head, "root": str(self.store.root), "lrs": self.lrs}
         seconds = parallel.map_pieces(_train_job, context, todo, self.store, workers, f"seed {self.seed}: stages", after)
         self._worker_seconds.update(zip(todo, seconds))
 
@@ -337,7 +354,8 @@ def _train_job(context: dict, job: Job, store: Store) -> float:
     """In a worker: train (or load) one small stage into the shared cache; its compute seconds. The store keeps only
     the job's own event (loading its inputs is not one)."""
     seen, before = len(store.events), sum(store.seconds.values())  # a single job runs in the caller's own store
-    st = Stages(context["cfg"], context["data"], None, store, context["seed"], context["key"], context["dim"])
+    st = Stages(context["cfg"], context["data"], None, store, context["seed"], context["key"], context["dim"],
+                context["lrs"])
     st.head = context["head"].requires_grad_(False)
     st.features()
     st._run(job)  # the features and the job's inputs load first; the job's own entry comes last

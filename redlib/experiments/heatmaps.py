@@ -1,9 +1,9 @@
-"""The three routing-analysis experiments: does a softmax-gated MoE route to experts pretrained on a sub-domain?
+"""The routing-heatmaps page's three experiments: does a softmax-gated MoE route to experts pretrained on a sub-domain?
 
 1. a code expert pretrained alone, then one of four experts of a token-level MoE language model;
 2. a '0 or 7' digit expert pretrained alone, then one of four experts of an MLP MoE classifier;
 3. four experts each lightly pretrained on its own text domain, then combined by a token-level MoE.
-This module trains them (every stage cached) and measures their routing; `routing_report` turns the
+This module trains them (every stage cached) and measures their routing; `heatmaps_report` turns the
 measurements into tables, claims and findings.
 """
 
@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from ..core.config import (MAX_EPOCHS, MAX_LAYERS, MAX_SAMPLES, MAX_SEEDS, MAX_WIDTH, NotebookConfig,
                            ParameterError)
-from ..core.runtime import resolve_device, seed_everything
+from ..core.runtime import derived_seed, resolve_device, seed_everything
 from ..core.store import Store
 from ..core.train import TrainConfig, fit
 from ..models.moe import PAD, ExpertLM, GatedMoE, LMShape, MLPClassifier, TokenMoE, lm_loss
@@ -204,16 +204,16 @@ def code_experiment(cfg: RoutingConfig, seed: int, tokenizer, store: Store) -> t
                seed, tokenizer)
     s = cfg.shape("code", c.vocab_size)
     data = {"shape": asdict(s), "data": c.parts["train"].digest, "val": c.parts["val"].digest}
-    seed_everything(seed * 100)
+    seed_everything(derived_seed(seed, 0))
     lm = ExpertLM(s)
     pre = _train_lm(cfg, lm, "code_expert", data, c.rows("train", 0), c.rows("val", 0),
-                    cfg.adam("text", seed * 100, cfg.code_epochs, "exp 1: code expert"), store)
-    seed_everything(seed * 100 + 1)
+                    cfg.adam("text", derived_seed(seed, 0), cfg.code_epochs, "exp 1: code expert"), store)
+    seed_everything(derived_seed(seed, 1))
     moe = TokenMoE(s, len(names))
     moe.embed.load_state_dict(lm.embed.state_dict())
     moe.experts[0].load_state_dict(lm.expert.state_dict())
     main = _train_lm(cfg, moe, "code_moe", {**data, "pretrained": pre["key"]}, c.parts["train"].ids, c.parts["val"].ids,
-                     cfg.adam("text", seed * 100 + 1, cfg.code_epochs, "exp 1: MoE"), store)
+                     cfg.adam("text", derived_seed(seed, 1), cfg.code_epochs, "exp 1: MoE"), store)
     return moe, c, _epochs({"code expert": pre, "MoE": main}, seed)
 
 
@@ -228,15 +228,15 @@ def domain_experiment(cfg: RoutingConfig, seed: int, tokenizer, store: Store) ->
     data = {"shape": asdict(s), "data": c.parts["pretrain"].digest, "val": c.parts["pretrain_val"].digest}
     experts, metas = [], {}
     for i, name in enumerate(names):
-        seed_everything(seed * 100 + i)
+        seed_everything(derived_seed(seed, i))
         lm = ExpertLM(s)
         metas[f"{name} expert"] = _train_lm(
             cfg, lm, "domain_expert", {**data, "domain": name}, c.rows("pretrain", i), c.rows("pretrain_val", i),
-            cfg.adam("text", seed * 100 + i, cfg.domain_pretrain_epochs, f"exp 3: {name} expert"), store)
+            cfg.adam("text", derived_seed(seed, i), cfg.domain_pretrain_epochs, f"exp 3: {name} expert"), store)
         experts.append(lm)
     moes = {}
     for w in dict.fromkeys([0.0, float(cfg.entropy_weight)]):
-        seed_everything(seed * 100 + 10)
+        seed_everything(derived_seed(seed, 10))
         moe = TokenMoE(s, len(names))
         for e, lm in zip(moe.experts, experts):
             e.load_state_dict(lm.expert.state_dict())
@@ -247,7 +247,7 @@ def domain_experiment(cfg: RoutingConfig, seed: int, tokenizer, store: Store) ->
                "embedding": cfg.domain_embedding, "pretrained": [m["key"] for m in metas.values()]}
         metas[f"MoE, entropy weight {w:g}"] = _train_lm(
             cfg, moe, "domain_moe", key, c.parts["train"].ids, c.parts["val"].ids,
-            cfg.adam("text", seed * 100 + 10, cfg.domain_moe_epochs, f"exp 3: MoE (entropy {w:g})"), store, w)
+            cfg.adam("text", derived_seed(seed, 10), cfg.domain_moe_epochs, f"exp 3: MoE (entropy {w:g})"), store, w)
         moes[w] = moe
     return moes, c, _epochs(metas, seed)
 
@@ -318,15 +318,15 @@ def digit_experiment(cfg: RoutingConfig, seed: int, data: dict[str, tuple[Tensor
     def train(model: nn.Module, kind: str, key: dict, parts: dict, t: TrainConfig) -> dict:
         return _fit_stage(cfg, model, kind, {**base, **key}, _classify, parts["train"], parts["val"], t, store)
 
-    seed_everything(seed * 100 + 20)
+    seed_everything(derived_seed(seed, 20))
     expert = MLPClassifier(hidden=cfg.digit_hidden, classes=2, dropout=cfg.digit_dropout)
     binary = {p: (x, is07(y)) for p, (x, y) in data.items()}
-    pre = train(expert, "digit_expert", {}, binary, cfg.adam("digit", seed * 100 + 20, cfg.digit_pretrain_epochs, "exp 2: 0-or-7 expert"))
-    seed_everything(seed * 100 + 21)
+    pre = train(expert, "digit_expert", {}, binary, cfg.adam("digit", derived_seed(seed, 20), cfg.digit_pretrain_epochs, "exp 2: 0-or-7 expert"))
+    seed_everything(derived_seed(seed, 21))
     moe = GatedMoE([MLPClassifier(hidden=cfg.digit_hidden, dropout=cfg.digit_dropout) for _ in range(4)],
                    dropout=cfg.digit_dropout)
     moe.experts[0].load_body(expert)
-    main = train(moe, "digit_moe", {"pretrained": pre["key"]}, data, cfg.adam("digit", seed * 100 + 21, cfg.digit_epochs, "exp 2: MoE"))
+    main = train(moe, "digit_moe", {"pretrained": pre["key"]}, data, cfg.adam("digit", derived_seed(seed, 21), cfg.digit_epochs, "exp 2: MoE"))
     return moe, _epochs({"0-or-7 expert": pre, "MoE": main}, seed)
 
 

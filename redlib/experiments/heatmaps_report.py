@@ -1,4 +1,4 @@
-"""Tables, claims (`ra.*`) and findings of the routing-analysis page, from the routing `routing.py` measures."""
+"""Tables, claims (`ra.*`) and the values the conclusions paste in, of the routing-heatmaps page (`heatmaps.py` measures)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..core import measure
 from ..core.claims import listing, seeds_words, verdict_keys
-from .routing import TARGET_DIGITS, RoutingConfig
+from .heatmaps import TARGET_DIGITS, RoutingConfig
 
 MAJORITY = 0.5  # "most tokens": more than this share of a domain's tokens
 

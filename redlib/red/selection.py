@@ -1,0 +1,114 @@
+"""The small stages' learning rates, chosen on validation loss from one grid, the same grid for every method.
+
+The paper trains every small stage at 1e-4 for at most 60 epochs, a rate set for Qwen3-0.6B; on our backbones many
+stages are still improving at that cap, so a verdict on them would be about the training budget. Here each stage
+kind (classifier experts, RED residuals, code experts, router, global head on all of train; then the gates and
+stage 4, which train on the first round's chosen modules) is trained on one seed at every rate of
+`head_lr_grid`; the rate with the lowest validation loss (mean over a kind's domains) is kept for that kind, for
+every seed and setting of the page. Test data play no part. `head_lr_grid="none"` keeps the paper's `head_lr`
+for every stage. Each try is an ordinary cached stage, so the chosen rate's seed is never trained twice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pandas as pd
+
+from ..core.store import Store
+from .encoders import Encoder
+from .pipeline import RedConfig, TaskData
+from .stages import Stages
+
+# the kinds tried together; a later round trains on the modules an earlier round chose
+ROUNDS = (("expert", "residual", "code", "router", "head_all"), ("gate", "joint", "code_gate"))
+PER_DOMAIN = ("expert", "residual", "code")
+KIND_NAMES = {"expert": "classifier experts E_i", "residual": "RED residuals", "code": "code experts",
+              "router": "router", "head_all": "global head on all of train", "gate": "softmax MoE gate",
+              "joint": "RED stage 4 (joint)", "code_gate": "code MoE gate"}
+
+
+@dataclass
+class LrChoice:
+    """The learning rate of each small stage kind, and the validation losses it was chosen on."""
+
+    lrs: dict[str, float] = field(default_factory=dict)  # kind -> lr ({}: the config's head_lr everywhere)
+    table: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per (kind, lr tried)
+
+
+
+def kinds(cfg: RedConfig) -> list[tuple[str, ...]]:
+    """The rounds of stage kinds this config trains."""
+    return [tuple(k for k in r if k != "code_gate" or cfg.CODE_MOE) for r in ROUNDS]
+
+
+def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int) -> LrChoice:
+    """Each small stage kind's learning rate from `cfg.lr_grid()`, chosen on this seed's validation loss."""
+    grid = cfg.lr_grid()
+    if not grid:
+        return LrChoice()
+    base = Stages(cfg, data, encoder, store, seed)
+    base.base()
+    base.features()
+    chosen: dict[str, float] = {}
+    rows = []
+    for kinds_ in kinds(cfg):
+        jobs = [(k, i) for k in kinds_ for i in (range(data.n_domains) if k in PER_DOMAIN else [None])]
+        tried = []
+        for lr in grid:
+            st, seen = base.fork({**chosen, **{k: lr for k in kinds_}}), len(store.events)
+            st.prefetch(jobs, {})
+            for job in jobs:
+                st.get(job)
+                # a job's inputs load first; its own stage is the last row added
+                tried.append({"kind": job[0], "lr": lr, **st.epochs[-1]})
+            cost = {}  # what each kind's stages cost to train at this rate (now, in a worker, or when cached)
+            for e in store.events[seen:]:
+                cost[e["kind"]] = cost.get(e["kind"], 0.0) + float(e.get("train_seconds") or 0.0)
+            for row in tried[-len(jobs):]:
+                row["seconds"] = cost.get(st.kind(row["kind"]), 0.0) / sum(j[0] == row["kind"] for j in jobs)
+        t = pd.DataFrame(tried)
+        t["at cap"] = t["best epoch"] >= t["max epochs"] - t["patience"]
+        per = t.groupby(["kind", "lr"], sort=False).agg(
+            **{"val loss": ("val loss", "mean"), "epochs run": ("epochs run", "max"),
+               "best epoch": ("best epoch", "max"), "max epochs": ("max epochs", "first"),
+               "still improving at the cap": ("at cap", "sum"), "stages": ("at cap", "size"),
+               "seconds": ("seconds", "sum")}).reset_index()
+        for k in kinds_:
+            mine = per[per["kind"] == k]
+            chosen[k] = float(mine.loc[mine["val loss"].idxmin(), "lr"])
+        rows.append(per)
+    table = pd.concat(rows, ignore_index=True)
+    table["chosen"] = [chosen[k] == lr for k, lr in zip(table["kind"], table["lr"])]
+    table.insert(0, "stage kind", table.pop("kind").map(KIND_NAMES))
+    return LrChoice({k: chosen[k] for r in kinds(cfg) for k in r}, table.assign(seed=seed))
+
+
+def chosen_words(table: pd.DataFrame) -> str:
+    """'kind lr, kind lr, ...' from a selection table, for a page's prose (or that the paper's rate was kept)."""
+    if table.empty:
+        return "none: every small stage at the paper's head_lr (head_lr_grid='none')"
+    hit = table[table["chosen"]]
+    return ", ".join(f"{k} {lr:g}" for k, lr in zip(hit["stage kind"], hit["lr"]))
+
+
+def summary(table: pd.DataFrame) -> pd.DataFrame:
+    """The selection as the page shows it: per stage kind, the validation loss at each rate tried and the choice."""
+    loss = table.pivot_table(index="stage kind", columns="lr", values="val loss", sort=False)
+    loss.columns = [f"val loss at {lr:g}" for lr in loss.columns]
+    hit = table[table["chosen"]].set_index("stage kind")
+    top = table["lr"].max()
+    return loss.assign(**{"chosen lr": hit["lr"].map(lambda x: f"{x:g}" + (" (the largest tried)" if x == top else "")),
+                          "epochs run at it (max)": hit["epochs run"],
+                          "stages still improving at the cap": hit["still improving at the cap"].astype(str) + "/"
+                          + hit["stages"].astype(str)})
+
+
+def found(prefix: str, cfg: RedConfig, table: pd.DataFrame | None) -> dict[str, str]:
+    """The glue values a page's prose names its learning-rate choice with: `<prefix>_lrs`, `<prefix>_lr_grid`,
+    `<prefix>_lr_edge` (None: the run chose none)."""
+    grid, table = cfg.lr_grid(), pd.DataFrame() if table is None else table
+    edge = table[table["chosen"] & (table["lr"] == max(grid))]["stage kind"].tolist() if len(table) else []
+    return {f"{prefix}_lrs": chosen_words(table),
+            f"{prefix}_lr_grid": ", ".join(f"{v:g}" for v in grid) if grid else "none",
+            f"{prefix}_lr_edge": ", ".join(edge) or "none"}
