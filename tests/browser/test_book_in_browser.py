@@ -20,7 +20,7 @@ from redlib.book.pages import PAGES
 from redlib.core.runtime import project_root
 
 WIDTH = 1400
-BOOK = Path(os.environ.get("REDLIB_BOOK_HTML", project_root() / "_build" / "smoke" / "_build" / "html"))
+BOOK = Path(os.environ.get("REDLIB_BOOK_HTML", project_root() / "_build" / "smoke" / "_build" / "html")).resolve()
 SHOTS = project_root() / "_build" / "screenshots"
 CHROMIUM, DRIVER = shutil.which("chromium") or "/usr/bin/chromium", shutil.which("chromedriver") or "/usr/bin/chromedriver"
 
