@@ -49,6 +49,12 @@ class FitResult:
     stopped_early: bool = False
 
 
+def still_improving(best_epoch, max_epochs, patience):
+    """Whether a stage was still improving when its epoch cap stopped it: its best epoch (0-based) lies within
+    `patience` of the cap. Scalars or pandas columns alike."""
+    return best_epoch >= max_epochs - patience
+
+
 def progress_enabled() -> bool:
     """tqdm bars on unless REDLIB_PROGRESS=0, or CI is set and REDLIB_PROGRESS is not 1."""
     setting = os.environ.get("REDLIB_PROGRESS", "auto")

@@ -70,6 +70,12 @@ class DecompositionConfig(MixedTaskConfig):
         self.require_at_most(MAX_WIDTH, "tagger_hidden")
         self.require_at_most(MAX_EPOCHS, "tagger_epochs")
         self.require_at_most(MAX_SAMPLES, "op_samples", "tagger_samples")
+
+    @property
+    def runs_paper_lr(self) -> bool:
+        """Whether the paper's head_lr runs as an extension beside the chosen rates (asked for, and not the main run
+        already, as it is with `head_lr_grid='none'`)."""
+        return self.paper_lrs_beside and bool(self.lr_grid())
         self.require_finite("tagger_lr")
 
 
@@ -114,7 +120,7 @@ def paper_lr_run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Back
                  store: Store) -> ranges.RangeRun | None:
     """The op experts with every small stage at the paper's `head_lr` (cached); None when off, or when the main run
     already uses it (`head_lr_grid='none'`)."""
-    if not cfg.paper_lrs_beside or not cfg.lr_grid():
+    if not cfg.runs_paper_lr:
         return None
     return train_ops(cfg, seed, setting, bb, store, lrs={})
 
@@ -323,7 +329,7 @@ def claims(cfg: DecompositionConfig, t: dict[str, pd.DataFrame]) -> dict[str, di
     extra = {f"{st.description}, true programs": _measured(t, st, "true programs") for st in others}
     extra |= {f"{st.description}, decomposer's programs": _measured(t, st, "decomposer's programs")
               for st in cfg.settings}
-    if cfg.paper_lrs_beside and cfg.lr_grid():
+    if cfg.runs_paper_lr:
         extra[f"{main.description}, true programs, every small stage at the paper's lr {cfg.head_lr:g}"] = \
             _measured(t, main, "true programs", PAPER_LR)
     for label, entries in extra.items():
@@ -358,7 +364,7 @@ def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str
     single = t["op_experts"].groupby("method")["accuracy"].mean()
     ep = t["epochs"]
     residual = ep[ep["stage"].str.startswith("residual") & ~ep["stage"].str.endswith(PAPER_LR)]
-    paper_lr = PAPER_LR if cfg.paper_lrs_beside and cfg.lr_grid() else None
+    paper_lr = PAPER_LR if cfg.runs_paper_lr else None
     return {
         **selection.found("sd", cfg, t.get("lr_selection")),
         "sd_setting": main, **{f"sd_true_{k}": true[m] for m, k in PAPER_KEYS.items()},

@@ -21,7 +21,7 @@ from ..core.config import (MAX_EPOCHS, MAX_LAYERS, MAX_SAMPLES, MAX_SEEDS, MAX_W
                            ParameterError)
 from ..core.runtime import derived_seed, resolve_device, seed_everything
 from ..core.store import Store
-from ..core.train import TrainConfig, fit
+from ..core.train import TrainConfig, fit, still_improving
 from ..models.moe import PAD, ExpertLM, GatedMoE, LMShape, MLPClassifier, TokenMoE, lm_loss
 from ..red.encoders import digest
 from ..tasks import mnist
@@ -259,7 +259,7 @@ def _epochs(metas: dict[str, dict], seed: int) -> pd.DataFrame:
                           "best val loss": min(h["val_loss"] for h in m["history"]),
                           "max epochs": m["key"]["train"]["max_epochs"], "patience": m["key"]["train"]["patience"],
                           "still improving at the cap":
-                              m["best_epoch"] >= m["key"]["train"]["max_epochs"] - PAPER_PATIENCE,
+                              still_improving(m["best_epoch"], m["key"]["train"]["max_epochs"], PAPER_PATIENCE),
                           "cached": m["cached"]}
                          for k, m in metas.items()])
 

@@ -20,6 +20,7 @@ from ..core.claims import load_claims
 from ..core.config import MAX_SEEDS, ParameterError
 from ..core.metrics import confusion
 from ..core.store import Store
+from ..core.train import still_improving
 from ..models.backbone import Backbone, BackboneError, block_count, resolve_backbone
 from ..red import methods
 from ..red.encoders import TextEncoder
@@ -332,7 +333,7 @@ def confusions(r: RangeRun, overall: pd.DataFrame) -> dict[str, pd.DataFrame]:
 def epochs_table(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage")) -> pd.DataFrame:
     """Per stage (and setting): epochs run and best epoch (0-based; mean over seeds), the cap and patience it ran
     under, and in how many runs it was still improving at the cap (its best epoch within `patience` of the cap)."""
-    capped = epochs.assign(at_cap=epochs["best epoch"] >= epochs["max epochs"] - epochs["patience"])
+    capped = epochs.assign(at_cap=still_improving(epochs["best epoch"], epochs["max epochs"], epochs["patience"]))
     lr = {"lr": ("lr", "first")} if "lr" in epochs else {}
     out = capped.groupby(list(by), sort=False).agg(
         **lr, **{"epochs run": ("epochs run", "mean"), "best epoch": ("best epoch", "mean"),

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..core.store import Store
+from ..core.train import still_improving
 from .encoders import Encoder
 from .pipeline import RedConfig, TaskData
 from .stages import Stages
@@ -36,7 +37,6 @@ class LrChoice:
     table: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per (kind, lr tried)
 
 
-
 def kinds(cfg: RedConfig) -> list[tuple[str, ...]]:
     """The rounds of stage kinds this config trains."""
     return [tuple(k for k in r if k != "code_gate" or cfg.CODE_MOE) for r in ROUNDS]
@@ -54,7 +54,7 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
     rows = []
     for kinds_ in kinds(cfg):
         jobs = [(k, i) for k in kinds_ for i in (range(data.n_domains) if k in PER_DOMAIN else [None])]
-        tried = []
+        tried, seconds = [], {}
         for lr in grid:
             st, seen = base.fork({**chosen, **{k: lr for k in kinds_}}), len(store.events)
             st.prefetch(jobs, {})
@@ -62,18 +62,16 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
                 st.get(job)
                 # a job's inputs load first; its own stage is the last row added
                 tried.append({"kind": job[0], "lr": lr, **st.epochs[-1]})
-            cost = {}  # what each kind's stages cost to train at this rate (now, in a worker, or when cached)
+            # what each kind's stages cost to train at this rate (now, in a worker, or when their entry was made)
             for e in store.events[seen:]:
-                cost[e["kind"]] = cost.get(e["kind"], 0.0) + float(e.get("train_seconds") or 0.0)
-            for row in tried[-len(jobs):]:
-                row["seconds"] = cost.get(st.kind(row["kind"]), 0.0) / sum(j[0] == row["kind"] for j in jobs)
+                seconds[(e["kind"], lr)] = seconds.get((e["kind"], lr), 0.0) + float(e.get("train_seconds") or 0.0)
         t = pd.DataFrame(tried)
-        t["at cap"] = t["best epoch"] >= t["max epochs"] - t["patience"]
+        t["at cap"] = still_improving(t["best epoch"], t["max epochs"], t["patience"])
         per = t.groupby(["kind", "lr"], sort=False).agg(
             **{"val loss": ("val loss", "mean"), "epochs run": ("epochs run", "max"),
                "best epoch": ("best epoch", "max"), "max epochs": ("max epochs", "first"),
-               "still improving at the cap": ("at cap", "sum"), "stages": ("at cap", "size"),
-               "seconds": ("seconds", "sum")}).reset_index()
+               "still improving at the cap": ("at cap", "sum"), "stages": ("at cap", "size")}).reset_index()
+        per["seconds"] = [seconds.get((base.kind(k), lr), 0.0) for k, lr in zip(per["kind"], per["lr"])]
         for k in kinds_:
             mine = per[per["kind"] == k]
             chosen[k] = float(mine.loc[mine["val loss"].idxmin(), "lr"])

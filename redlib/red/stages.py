@@ -179,18 +179,18 @@ class Stages:
         if self._probing:
             raise _Probe(self.store.path(self.kind(name), key))
 
-        def run(m: nn.Module) -> dict:
-            part = {k: (sel[k] if sel else slice(None)) for k in ("train", "val")}
-            return _fit_meta(fit(m, loss, (feats["train"][part["train"]], targets["train"][part["train"]]),
-                                 (feats["val"][part["val"]], targets["val"][part["val"]]), tc))
+        part = {k: (sel[k] if sel else slice(None)) for k in ("train", "val")}
+        val = (feats["val"][part["val"]], targets["val"][part["val"]])
+
+        def run(m: nn.Module) -> dict:  # train's rows are gathered only when the stage trains (a load needs none)
+            return _fit_meta(fit(m, loss, (feats["train"][part["train"]], targets["train"][part["train"]]), val, tc))
 
         model.to(self.device)
         meta = self.store.module(self.kind(name), key, model, run)
-        part = {k: (sel[k] if sel else slice(None)) for k in ("train", "val")}
         model.requires_grad_(False)
         # the loss of the kept state on validation: what the learning rate is chosen on (computed the same way
         # whether the stage was trained now, by a worker or loaded)
-        val_loss = evaluate_loss(model, loss, (feats["val"][part["val"]], targets["val"][part["val"]]))
+        val_loss = evaluate_loss(model, loss, val)
         self._epochs(label, meta, tc, val_loss)
         return model.eval()
 
