@@ -60,7 +60,7 @@ class DecompositionConfig(MixedTaskConfig):
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "op_samples": 1000,
                   "tagger_epochs": 3, "tagger_samples": 2000, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
-        "full": {"n_seeds": 3, "dataset_size": "first", "max_epochs": 60, "backbone_epochs": 60, "op_samples": 20_000,
+        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "backbone_epochs": 60, "op_samples": 20_000,
                  "tagger_epochs": 10, "tagger_samples": 4000, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
     }
 
@@ -70,13 +70,13 @@ class DecompositionConfig(MixedTaskConfig):
         self.require_at_most(MAX_WIDTH, "tagger_hidden")
         self.require_at_most(MAX_EPOCHS, "tagger_epochs")
         self.require_at_most(MAX_SAMPLES, "op_samples", "tagger_samples")
+        self.require_finite("tagger_lr")
 
     @property
     def runs_paper_lr(self) -> bool:
         """Whether the paper's head_lr runs as an extension beside the chosen rates (asked for, and not the main run
         already, as it is with `head_lr_grid='none'`)."""
         return self.paper_lrs_beside and bool(self.lr_grid())
-        self.require_finite("tagger_lr")
 
 
 def op_frames(cfg: DecompositionConfig, seed: int, number_format: str) -> dict[str, pd.DataFrame]:

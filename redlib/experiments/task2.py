@@ -53,7 +53,7 @@ class Task2Config(MixedTaskConfig):
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
                   "splits_reported": "iid,isolated", "digits_variant_on": "none"},
-        "full": {"n_seeds": 3, "dataset_size": "first", "max_epochs": 60, "backbone_epochs": 60,
+        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "backbone_epochs": 60,
                  "splits_reported": "iid,isolated", "digits_variant_on": "none"},
     }
 
