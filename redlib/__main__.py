@@ -43,7 +43,9 @@ def _parser() -> argparse.ArgumentParser:
     book.add_argument("--profile", default="full", help=f"one of: {', '.join(PROFILES)} (default full)")
     book.add_argument("--no-execute", action="store_true", help="build from the already executed notebooks")
     book.add_argument("--workers", type=int, default=None, help=WORKERS_HELP)
-    sub.add_parser("params", help="list every notebook's parameters with their defaults")
+    params = sub.add_parser("params", help="list every notebook's parameters with their defaults")
+    params.add_argument("--write", action="store_true",
+                        help="rewrite each notebook's parameters cell from its config (where parameters are declared)")
     export = sub.add_parser("export", help="write a Task 1 split as JSONL (question, answer, operands, range)")
     export.add_argument("part", choices=["train", "val", "test"], help="which part of the split")
     export.add_argument("--out", required=True, help="the JSONL file to write")
@@ -165,6 +167,11 @@ def main(argv: list[str] | None = None) -> int:
                                          "temporary folders)")
                 report = run_bench(out, smoke=args.smoke, profiles=profiles)
                 print(f"bench written: {out / 'bench.json'} ({report['bench_seconds']:.0f} s)")
+        elif args.command == "params" and args.write:
+            from .book.runner import write_parameters_cells
+
+            changed = write_parameters_cells()
+            print(f"parameters cells rewritten: {', '.join(changed) or 'none (all follow their configs)'}")
         elif args.command == "params":
             from .book.pages import config_for
 

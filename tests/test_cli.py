@@ -86,6 +86,10 @@ def test_export_rejects_bad_parameters():
         (["run", "toy_experiments", "-p", "profile", "full", "-p", "n_seeds", "1", "-p", "max_epochs", "5"],
          "differ from the full profile's defaults"),
         (["run", "toy_experiments", "-p", "seed", "3"], "pass --output FILE.ipynb to write elsewhere"),
+        (["run", "toy_experiments", "-p", "results_dir", str(project_root() / "results"), "--output", "/tmp/t.ipynb"],
+         "is the published results/"),
+        (["run", "toy_experiments", "-p", "results_dir", "results", "--output", "/tmp/t.ipynb"],
+         "is the published results/"),
     ],
 )
 def test_output_paths_and_the_published_book_are_checked_before_any_work(args, needle):

@@ -68,6 +68,38 @@ def test_parameters_cell_mirrors_config(notebook):
     cls = config_for(notebook)
     assert list(assigned) == cls.param_names()
     assert assigned == {n: getattr(cls, n) for n in cls.param_names()}
+    # the cell follows from the config, help text included (`python -m redlib params --write` rewrites it)
+    assert cells[0].source == cls.parameters_source()
+
+
+def test_every_parameter_is_described_once_in_its_config():
+    """Help text lives in the config fields; choices and the profiles' values are filled in, not written twice."""
+    from redlib.experiments.task1 import Task1Config
+
+    for page in PAGES:
+        cls = page.config
+        assert all(cls.describe(n) for n in cls.param_names()), page.name
+        assert not any("{" in cls.describe(n) for n in cls.param_names()), page.name
+    assert '"iid" or "pairs"' in Task1Config.describe("split")
+    assert Task1Config.describe("dataset_size").endswith('None: the profile\'s value (smoke "tiny", full "final")')
+    assert Task1Config.describe("results_dir") == "results go to <results_dir>/<profile>/task1_addition/"
+
+
+def test_write_parameters_cells_restores_a_hand_edited_cell(tmp_path, monkeypatch):
+    """A parameters cell edited by hand is put back from the config, and the rest of the notebook is kept."""
+    from redlib.book import runner
+
+    root = tmp_path / "project"
+    (root / "notebooks").mkdir(parents=True)
+    for name in NOTEBOOKS:
+        (root / "notebooks" / f"{name}.py").write_text(runner.source_of(name).read_text())
+    monkeypatch.setattr(runner, "project_root", lambda: root)
+    path = root / "notebooks" / "toy_experiments.py"
+    before = path.read_text()
+    path.write_text(before.replace("lr = 0.01  #", "lr = 0.5  # edited by hand;"))
+    assert runner.write_parameters_cells() == ["toy_experiments"]
+    assert path.read_text() == before
+    assert runner.write_parameters_cells() == []
 
 
 def test_parameter_table_documents_every_experiment_parameter():

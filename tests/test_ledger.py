@@ -119,7 +119,7 @@ def test_changed_verdicts_are_listed_with_their_cause(tmp_path):
     pd.DataFrame({"id": ["a", "b", "c"], "verdict": ["holds", "holds", "partly"], "notebook": ["x", "y", "z"],
                   "published_at": ["abc1234"] * 3}).to_csv(before, index=False)
     now = pd.DataFrame({"id": ["a", "b", "c"], "verdict": ["partly", "holds", "holds"],
-                        "notebook": ["x", "y", "mnist_label5"], "note": ["tie: RED − MoE = +0.000", "", ""]})
+                        "notebook": ["x", "y", "task2_mixed"], "note": ["tie: RED − MoE = +0.000", "", ""]})
     moved = ledger.changes(now, before)
     assert list(moved["id"]) == ["a", "c"] and list(moved["before"]) == ["holds", "partly"]
-    assert moved["cause"][0].startswith("tie") and moved["cause"][1] == ledger.REPUBLICATION_CAUSES["mnist_label5"]
+    assert moved["cause"][0].startswith("tie") and moved["cause"][1] == ledger.REPUBLICATION_CAUSES["task2_mixed"]

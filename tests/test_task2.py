@@ -17,7 +17,7 @@ def tiny_tables(tiny_qwen, tmp_path_factory):
                                         head_lr=1e-2)
     store = Store(tmp_path_factory.mktemp("cache"))
     bb = Backbone(cfg.backbone, cfg.k_trainable)
-    tables = [task2.evaluate(task2.run(cfg, 0, st, bb, store)) for st in cfg.settings]
+    tables = [task2.evaluate(ranges.run(cfg, 0, st, bb, store)) for st in cfg.settings]
     return cfg, {name: pd.concat([tb[name] for tb in tables]) for name in tables[0]}
 
 

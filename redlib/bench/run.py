@@ -329,13 +329,13 @@ def smoke_test_command(workdir: Path) -> dict:
 def profile_task1(profile: str, top: int = 15) -> str:
     """cProfile summary (cumulative time) of one Task 1 seed and split, cold cache, as text."""
     from ..core.store import Store
-    from ..experiments import task1
+    from ..experiments import ranges
 
     cfg = Task1Config.from_params(profile=profile)
     bb = Backbone(cfg.backbone, cfg.k_trainable)
     with tempfile.TemporaryDirectory() as tmp:
         prof = cProfile.Profile()
-        prof.runcall(task1.run, cfg, cfg.seed, cfg.settings[0], bb, Store(tmp))
+        prof.runcall(ranges.run, cfg, cfg.seed, cfg.settings[0], bb, Store(tmp))
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).strip_dirs().sort_stats("cumulative").print_stats(top)
     return buf.getvalue()

@@ -135,3 +135,18 @@ def start(name: str, namespace: dict, store=None):
     cfg.preflight()
     kernels.configure()
     return cfg, Results(cfg, store=store)
+
+
+def start_range_task(name: str, namespace: dict, store):
+    """A range-task page's first step (Task 1, Task 2, step decomposition): `start`, the plot style, the page's
+    backbone, and its opening line shown."""
+    from IPython.display import Markdown, display
+
+    from ..experiments import ranges
+    from .plots import set_style
+
+    cfg, results = start(name, namespace, store)
+    set_style()
+    bb = ranges.backbone(cfg)
+    display(Markdown(ranges.profile_words(cfg, bb)))
+    return cfg, results, bb

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -89,7 +90,12 @@ def placement(notebook: str, params: dict[str, Any], output: str | None, publish
             f"results_dir {str(results)!r} is not the published results/: this run would replace the published "
             f"{notebook} page with one that reads results from elsewhere; pass --output FILE.ipynb to write the page "
             "elsewhere too, or --publish to replace the published page")
-    if cfg.profile == "full" and changed and not publish and (output is None or results == resolve_path("results")):
+    if cfg.profile == "full" and output is not None and results == resolve_path("results") and not publish:
+        raise ParameterError(
+            f"results_dir {str(results)!r} is the published results/: this run would replace the published {notebook} "
+            "results while its page goes to --output; leave results_dir out (results go beside --output), or pass "
+            "--publish")
+    if cfg.profile == "full" and changed and not publish and output is None:
         raise ParameterError(
             f"parameters {', '.join(f'{k}={v!r}' for k, v in changed.items())} differ from the full profile's defaults: "
             f"this run would replace the published {notebook} page; pass --output FILE.ipynb to write elsewhere "
@@ -297,16 +303,34 @@ def build_book(profile: str = "full", execute_notebooks: bool = True, progress: 
 
 
 def parameter_docs(notebook: str) -> dict[str, str]:
-    """The comment after each assignment of a notebook's `parameters` cell, by parameter name."""
-    import jupytext
+    """What each parameter of a notebook does, from its config (the one place a parameter is declared)."""
+    cls = config_for(notebook)
+    return {name: cls.describe(name) for name in cls.param_names()}
 
-    nb = jupytext.read(source_of(notebook))
-    cell = next(c for c in nb.cells if "parameters" in c.metadata.get("tags", []))
-    docs = {}
-    for line in cell.source.splitlines():
-        name, _, rest = line.partition("=")
-        docs[name.strip()] = rest.partition("#")[2].strip()
-    return docs
+
+PARAMETERS_CELL = re.compile(r"^# %% tags=\[\"parameters\"[^\n]*\n(.*?)\n\n# %%", re.S | re.M)
+
+
+def parameters_cell(notebook: str) -> str:
+    """The source of a notebook's `parameters` cell, as its py:percent file holds it."""
+    match = PARAMETERS_CELL.search(source_of(notebook).read_text())
+    if match is None:
+        raise ValueError(f"{source_of(notebook)} has no cell tagged 'parameters'")
+    return match.group(1)
+
+
+def write_parameters_cells() -> list[str]:
+    """Rewrite each notebook's `parameters` cell from its config; the notebooks whose cell changed."""
+    changed = []
+    for notebook in NOTEBOOKS:
+        path, want = source_of(notebook), config_for(notebook).parameters_source()
+        old = parameters_cell(notebook)
+        if old != want:
+            text = path.read_text()
+            start = PARAMETERS_CELL.search(text).start(1)
+            path.write_text(text[:start] + want + text[start + len(old):])
+            changed.append(notebook)
+    return changed
 
 
 def _shown(value: Any) -> str:

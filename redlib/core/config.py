@@ -1,4 +1,7 @@
-"""Notebook configs: one dataclass per notebook, whose fields mirror its papermill `parameters` cell.
+"""Notebook configs: one dataclass per notebook, each parameter declared once as a field (`param(default, help)`).
+
+The notebook's papermill `parameters` cell follows from its config (`parameters_source`, written by
+`python -m redlib params --write` and checked by a test), and so does the Reproduce page's parameter table.
 
 A field left at `None` in a notebook takes its profile's value, so `-p profile smoke`
 alone gives a quick run and any single knob can still be overridden. `check()` is pure
@@ -9,6 +12,7 @@ at the start of a run, before any kernel or training starts.
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import re
 import types
@@ -31,6 +35,18 @@ MAX_SEED = 10**9  # stages seed torch with seed * 100 + i, which must stay far i
 
 class ParameterError(ValueError):
     """A bad notebook parameter; the message is one line naming the problem and what is allowed."""
+
+
+def param(default: Any, help: str) -> Any:
+    """A notebook parameter, declared once: its default and what it does (the parameters cell and the Reproduce page
+    show the help; `{notebook}` and `{choices}` in it are filled in, and a `None` default that a profile fills gets
+    the profile's values appended)."""
+    return dataclasses.field(default=default, metadata={"help": help})
+
+
+def literal(value: Any) -> str:
+    """A parameter value as a parameters cell writes it ("full", 0.0001, None)."""
+    return json.dumps(value) if isinstance(value, str) else repr(value)
 
 
 def _allowed_types(hint: Any) -> tuple[type, ...]:
@@ -56,10 +72,10 @@ def _type_ok(value: Any, types_: tuple[type, ...]) -> bool:
 class NotebookConfig:
     """Fields every notebook takes: profile, base seed, device and results root."""
 
-    profile: str = "full"
-    seed: int = 0
-    device: str = "cpu"
-    results_dir: str = "results"
+    profile: str = param("full", '"smoke" (seconds, for CI) or "full" (the published page)')
+    seed: int = param(0, "first seed; the run uses seed, seed+1, ..., seed+n_seeds-1")
+    device: str = param("cpu", '"cpu", "cuda", "cuda:N", "mps" or "auto"')
+    results_dir: str = param("results", "results go to <results_dir>/<profile>/{notebook}/")
 
     # Values that `None` fields take, per profile; each subclass fills this.
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {p: {} for p in PROFILES}
@@ -71,6 +87,23 @@ class NotebookConfig:
     def param_names(cls) -> list[str]:
         """Names of the notebook's papermill parameters, in order."""
         return [f.name for f in dataclasses.fields(cls)]
+
+    @classmethod
+    def describe(cls, name: str) -> str:
+        """What parameter `name` does: its help, with the allowed values and the profiles' values filled in."""
+        field = {f.name: f for f in dataclasses.fields(cls)}[name]
+        allowed = cls.CHOICES.get(name, PROFILES if name == "profile" else ())
+        choices = ", ".join(map(literal, allowed[:-1])) + " or " + literal(allowed[-1]) if allowed else ""
+        text = field.metadata.get("help", "").format(notebook=cls.NOTEBOOK, choices=choices)
+        if field.default is None and all(name in d for d in cls.PROFILE_DEFAULTS.values()):
+            values = ", ".join(f"{p} {literal(cls.PROFILE_DEFAULTS[p][name])}" for p in PROFILES)
+            text += ("; " if text else "") + f"None: the profile's value ({values})"
+        return text
+
+    @classmethod
+    def parameters_source(cls) -> str:
+        """The notebook's `parameters` cell, as it follows from this config (one line per parameter)."""
+        return "\n".join(f"{n} = {literal(getattr(cls, n))}  # {cls.describe(n)}" for n in cls.param_names())
 
     @classmethod
     def field_types(cls) -> dict[str, tuple[type, ...]]:
@@ -197,12 +230,16 @@ class NotebookConfig:
 
 
 @dataclass
-class ExperimentConfig(TrainSettings, NotebookConfig):
-    """A notebook that trains: the shared training knobs (one set for every stage) and how many seeds."""
+class ExperimentConfig(NotebookConfig):
+    """A notebook that trains: the fit loop's knobs (`TrainSettings`, one set for every stage) and how many seeds."""
 
-    batch_size: int = 64
-    max_epochs: int | None = None
-    n_seeds: int | None = None
+    lr: float = param(1e-4, "AdamW learning rate")
+    weight_decay: float = param(0.01, "AdamW weight decay")
+    batch_size: int = param(64, "micro-batch; gradients accumulate to virtual_batch (no layer depends on the batch)")
+    virtual_batch: int = param(64, "samples per optimiser step (the paper's LLM stages: 64)")
+    max_epochs: int | None = param(None, "epoch cap")
+    patience: int | None = param(3, "early-stopping patience in epochs (the paper: 3)")
+    n_seeds: int | None = param(None, "how many seeds run: seed, seed+1, ...")
 
     def check(self) -> None:
         super().check()
@@ -228,6 +265,11 @@ class ExperimentConfig(TrainSettings, NotebookConfig):
 class PageConfig(NotebookConfig):
     """Pages that only read result files (ledger, front matter): profile, and where results live."""
 
+    profile: str = param("full", "which results to read: results/<profile>/")
+    seed: int = param(0, "unused: this page trains nothing")
+    device: str = param("cpu", "unused: this page trains nothing")
+    results_dir: str = param("results", "where the notebooks wrote their results")
+
     NOTEBOOK: ClassVar[str] = "page"
 
 
@@ -236,4 +278,4 @@ def page_config(notebook: str) -> type[PageConfig]:
     return type(f"{PageConfig.__name__}[{notebook}]", (PageConfig,), {"NOTEBOOK": notebook, "__doc__": PageConfig.__doc__})
 
 
-__all__ = ["PROFILES", "ParameterError", "NotebookConfig", "ExperimentConfig", "PageConfig", "page_config"]
+__all__ = ["PROFILES", "ParameterError", "param", "literal", "NotebookConfig", "ExperimentConfig", "PageConfig", "page_config"]

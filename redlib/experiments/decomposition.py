@@ -19,7 +19,7 @@ import torch
 
 from ..core import measure
 from ..core.claims import listing, load_claims, verdict_keys
-from ..core.config import MAX_EPOCHS, MAX_SAMPLES, MAX_WIDTH
+from ..core.config import MAX_EPOCHS, MAX_SAMPLES, MAX_WIDTH, param
 from ..core.metrics import accuracy, macro_f1
 from ..core.runtime import seed_everything
 from ..core.store import Store
@@ -48,13 +48,15 @@ Program = tuple[list[int], str]  # operands in slot order, operators of steps 1.
 class DecompositionConfig(MixedTaskConfig):
     """Op experts on the shared backbone, the step decomposer, and program execution under three routings."""
 
-    step_mix: str = "2:0.2,3:0.4,4:0.4"  # the paper's decomposer data (the field keeps its place in the base)
-    op_samples: int | None = None
-    tagger_hidden: int = 128
-    tagger_lr: float = 0.001
-    tagger_epochs: int | None = None
-    tagger_samples: int | None = None
-    paper_lrs_beside: bool = True
+    step_mix: str = param("2:0.2,3:0.4,4:0.4", "share of programs per number of steps (the paper's decomposer data: "
+                                               "20/40/40%)")
+    op_samples: int | None = param(None, "single-step training samples per operation (the paper: 20k)")
+    tagger_hidden: int = param(128, "hidden width of the decomposer's bidirectional GRU")
+    tagger_lr: float = param(0.001, "AdamW learning rate of the decomposer")
+    tagger_epochs: int | None = param(None, "cap for the decomposer")
+    tagger_samples: int | None = param(None, "train expressions the decomposer learns from (val: an eighth)")
+    paper_lrs_beside: bool = param(True, "also run every routing over op experts trained at the paper's head_lr, "
+                                         "shown beside (an extension)")
 
     NOTEBOOK: ClassVar[str] = "step_decomposition"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -71,6 +73,10 @@ class DecompositionConfig(MixedTaskConfig):
         self.require_at_most(MAX_EPOCHS, "tagger_epochs")
         self.require_at_most(MAX_SAMPLES, "op_samples", "tagger_samples")
         self.require_finite("tagger_lr")
+
+    def data_words(self) -> str:
+        return (f"step mix `{self.step_mix}`, {self.op_samples} training steps per operation, the decomposer trained "
+                f"on {self.tagger_samples} expressions for up to {self.tagger_epochs} epochs")
 
     @property
     def runs_paper_lr(self) -> bool:
@@ -103,14 +109,14 @@ OPS_DOMAIN = ("domain", ["add", "subtract"], "op")
 
 def choose(cfg: DecompositionConfig, bb: Backbone, store: Store) -> LrChoice:
     """The op experts' small-stage learning rates, chosen on validation loss (the first seed, the claims' setting)."""
-    return ranges.choose(cfg, NAMESPACE, *_ops_data(cfg, cfg.seed, cfg.settings[0]), bb, store, OPS_DOMAIN)
+    return ranges.choose_on(cfg, NAMESPACE, *_ops_data(cfg, cfg.seed, cfg.settings[0]), bb, store, OPS_DOMAIN)
 
 
 def train_ops(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store,
               lrs: dict[str, float] | None = None) -> ranges.RangeRun:
     """The op experts' pipeline run (cached stages load); its test part holds every possible step once."""
     frames, key = _ops_data(cfg, seed, setting)
-    return ranges.run(cfg, NAMESPACE, seed, setting, frames, key, bb, store, OPS_DOMAIN, lrs)
+    return ranges.run_on(cfg, NAMESPACE, seed, setting, frames, key, bb, store, OPS_DOMAIN, lrs)
 
 
 PAPER_LR = " at the paper's lr"  # appended to a routing's or stage's name in the paper-lr extension

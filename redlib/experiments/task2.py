@@ -12,11 +12,8 @@ from typing import Any, ClassVar
 import pandas as pd
 
 from ..core.claims import VALUE_TOL, listing, load_claims, ranking, verdict_keys
-from ..core.config import ParameterError
-from ..core.store import Store
-from ..models.backbone import Backbone
+from ..core.config import ParameterError, param
 from ..red import selection
-from ..red.selection import LrChoice
 from ..tasks.arithmetic import RANGE_NAMES
 from ..tasks.mixed import MAX_STEPS, PHRASINGS, Task2Spec, make_task2, parse_mix
 from . import ranges
@@ -29,8 +26,10 @@ NAMESPACE = "task2"
 class MixedTaskConfig(ranges.RangeTaskConfig):
     """What every page on mixed expressions takes: the share of each number of operations and the phrasings."""
 
-    step_mix: str = "1:0.5,2:0.5"
-    n_phrasings: int = len(PHRASINGS)
+    step_mix: str = param("1:0.5,2:0.5", "share of expressions per number of operations (the seed text: one or two "
+                                         "operators)")
+    n_phrasings: int = param(len(PHRASINGS), 'phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you '
+                                             'subtract b from a ..."')
 
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = ranges.range_choices(("iid", "isolated"))
 
@@ -43,12 +42,16 @@ class MixedTaskConfig(ranges.RangeTaskConfig):
         if not 1 <= self.n_phrasings <= len(PHRASINGS):
             raise ParameterError(f"parameter 'n_phrasings' must be in [1, {len(PHRASINGS)}], got {self.n_phrasings}")
 
+    def data_words(self) -> str:
+        return f"step mix `{self.step_mix}`"
+
 
 @dataclass
 class Task2Config(MixedTaskConfig):
     """Arithmetic Task 2 (mixed): range experts, routers, RED and the four baselines on expressions."""
 
     NOTEBOOK: ClassVar[str] = "task2_mixed"
+    NAMESPACE: ClassVar[str] = NAMESPACE
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
@@ -57,28 +60,16 @@ class Task2Config(MixedTaskConfig):
                  "splits_reported": "iid,isolated", "digits_variant_on": "none"},
     }
 
+    def frames(self, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
+        """Task 2's sample frames for one seed and setting, and what determined them (part of every cache key)."""
+        spec = spec_for(self, seed, setting)
+        return make_task2(spec), {"spec": asdict(spec)}
+
 
 def spec_for(cfg: MixedTaskConfig, seed: int, setting: Setting) -> Task2Spec:
     """The expression data a (config, seed, setting) uses."""
     n_train, n_val, n_test = cfg.sizes
     return Task2Spec(cfg.step_mix, cfg.n_phrasings, n_train, n_val, n_test, setting.split, seed, setting.number_format)
-
-
-def sample_frames(cfg: Task2Config, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
-    """Task 2's sample frames for one seed and setting, and what determined them (part of every cache key)."""
-    spec = spec_for(cfg, seed, setting)
-    return make_task2(spec), {"spec": asdict(spec)}
-
-
-def choose(cfg: Task2Config, bb: Backbone, store: Store) -> LrChoice:
-    """The small stages' learning rates, chosen on validation loss (the first seed, the claims' setting)."""
-    return ranges.choose(cfg, NAMESPACE, *sample_frames(cfg, cfg.seed, cfg.settings[0]), bb, store)
-
-
-def run(cfg: Task2Config, seed: int, setting: Setting, bb: Backbone, store: Store,
-        lrs: dict[str, float] | None = None) -> ranges.RangeRun:
-    """Every stage for one seed and setting (cached stages load), the small stages at `lrs`."""
-    return ranges.run(cfg, NAMESPACE, seed, setting, *sample_frames(cfg, seed, setting), bb, store, lrs=lrs)
 
 
 def evaluate(r: ranges.RangeRun) -> dict[str, pd.DataFrame]:

@@ -15,7 +15,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..core import measure
-from ..core.config import MAX_WIDTH, ExperimentConfig, ParameterError
+from ..core.config import MAX_WIDTH, ExperimentConfig, ParameterError, param
 from ..core.metrics import per_group
 from ..core.runtime import derived_seed, generator, seed_everything
 from ..core.store import Store
@@ -37,12 +37,13 @@ WEIGHT_TOL = 0.01  # how far a linear expert's w1, w2, b may sit from [0.5, 0.5,
 class ToyConfig(ExperimentConfig):
     """Toy experiments A/B/C: linear, MLP and residual experts on five diagonal domains."""
 
-    lr: float = 1e-2
-    weight_decay: float = 0.0
-    patience: int | None = None
-    hidden: int = 64
-    residual_scale: float = 0.1
-    val_fraction: float = 0.2
+    device: str = param("cpu", "the toys are tiny: they always train on the CPU")
+    lr: float = param(1e-2, "AdamW learning rate")
+    weight_decay: float = param(0.0, "AdamW weight decay (0: decay would pull the weights off 0.5)")
+    patience: int | None = param(None, "early-stopping patience in epochs")
+    hidden: int = param(64, "width of the 2-hidden-layer MLP experts (the paper: 64)")
+    residual_scale: float = param(0.1, "residual experts are residual_scale * MLP(x) (the paper: 0.1)")
+    val_fraction: float = param(0.2, "share of each domain's points held out for early stopping")
 
     NOTEBOOK: ClassVar[str] = "toy_experiments"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {

@@ -30,7 +30,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor, nn
 
-from ..core.config import MAX_EPOCHS, MAX_WIDTH, ExperimentConfig, ParameterError
+from ..core.config import MAX_EPOCHS, MAX_WIDTH, ExperimentConfig, ParameterError, param
 from ..core.runtime import generator
 from ..core.store import Store
 from ..models.experts import HeadExpert, LowRankLogits, LowRankResidual
@@ -48,14 +48,18 @@ SPLITS = ("train", "val", "test")
 class RedConfig(ExperimentConfig):
     """The RED pipeline's knobs, the paper's values as defaults; a task's config adds its data's."""
 
-    backbone_fraction: float = 0.1
-    backbone_epochs: int | None = None
-    head_lr: float = 1e-4
-    head_lr_grid: str = "0.0001,0.0003,0.001,0.003"
-    expert_hidden: int = 256
-    router_hidden: int = 256
-    rank_divisor: int = 4
-    code_scale: float = 0.1
+    lr: float = param(1e-4, "AdamW learning rate of stage 1 (the paper: 1e-4)")
+    max_epochs: int | None = param(None, "epoch cap of the experts, residuals, routers and heads (the paper: 60)")
+    backbone_fraction: float = param(0.1, "share of train used for the backbone stage (the finalized setup: 10%)")
+    backbone_epochs: int | None = param(None, "cap for stage 1 (the paper: 60)")
+    head_lr: float = param(1e-4, 'AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: '
+                                 "1e-4)")
+    head_lr_grid: str = param("0.0001,0.0003,0.001,0.003", "each small stage kind's lr chosen on validation loss from "
+                                                           "these (\"none\": head_lr for all, the paper's)")
+    expert_hidden: int = param(256, "hidden width of the classifier experts (0: a linear expert d -> C)")
+    router_hidden: int = param(256, "hidden width of the two-layer router (the paper: 256)")
+    rank_divisor: int = param(4, "the residual rank is d / rank_divisor (the paper: d/4)")
+    code_scale: float = param(0.1, "the released code's scale on the routed expert logits")
 
     def check(self) -> None:
         super().check()
