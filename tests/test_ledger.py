@@ -123,3 +123,16 @@ def test_changed_verdicts_are_listed_with_their_cause(tmp_path):
     moved = ledger.changes(now, before)
     assert list(moved["id"]) == ["a", "c"] and list(moved["before"]) == ["holds", "partly"]
     assert moved["cause"][0].startswith("tie") and moved["cause"][1] == ledger.REPUBLICATION_CAUSES["task2_mixed"]
+
+
+def test_an_upper_bound_above_a_ceiling_is_inconclusive_not_a_failure():
+    """eff.peak_memory is a sum of per-process peaks: above 6.5 GB it cannot refute "< 6.5 GB", below it confirms."""
+    from redlib.core import measure
+
+    claim = {"kind": "bound", "paper": "< 6.5 GB"}
+    above = measure.bound([10.1], 0.0, 6.5, upper_bound=True)
+    assert ledger.verdict(claim, above) == "partly" and ledger.note(claim, above).startswith("inconclusive")
+    below = measure.bound([4.2], 0.0, 6.5, upper_bound=True)
+    assert ledger.verdict(claim, below) == "holds" and ledger.note(claim, below) == ""
+    measured = measure.bound([10.1], 0.0, 6.5)  # the quantity itself, not a bound of it: above the ceiling fails
+    assert ledger.verdict(claim, measured) == "does not hold"

@@ -58,6 +58,8 @@ def verdict(claim: dict[str, Any], entry: dict[str, Any] | None, tol: float = VA
         return order_verdict([bool(v) for v in per_seed], bool(entry.get("mean_holds", False)))
     if kind == "bound":
         bound = _bound(entry, paper)
+        if bound and inconclusive_ceiling(entry, bound):
+            return "partly"  # an upper bound above the ceiling: the real value may still be under it
         return bound_verdict(per_seed, *bound) if bound else "not measured"
     if isinstance(paper, (int, float)):
         return value_verdict(per_seed, float(paper), tol)
@@ -151,9 +153,20 @@ def table(collected: dict[str, dict[str, Any]], claims_file=None, tol: float = V
     return pd.DataFrame(rows)
 
 
+def inconclusive_ceiling(entry: dict[str, Any], bound: tuple[float, float]) -> bool:
+    """A measurement that is only an upper bound of the quantity (`upper_bound: true`) lying above the claim's ceiling:
+    it can confirm "below the ceiling", never refute it."""
+    values = entry.get("per_seed", [entry.get("value")])
+    return bool(entry.get("upper_bound")) and any(float(v) > bound[1] for v in values)
+
+
 def note(claim: dict[str, Any], entry: dict[str, Any]) -> str:
     """What a verdict rests on when it is not plain: an order decided as a tie (the difference inside the spread
-    of the seeds' paired differences), or an order the rule could not test for ties (no per-seed values)."""
+    of the seeds' paired differences), an order the rule could not test for ties (no per-seed values), or an upper
+    bound above a ceiling (inconclusive)."""
+    if claim["kind"] == "bound" and (bound := _bound(entry, claim["paper"])) and inconclusive_ceiling(entry, bound):
+        return (f"inconclusive: {_fmt(entry.get('value'))} is an upper bound of the quantity, above the ceiling "
+                f"{_fmt(bound[1])}; it cannot show the claim fails")
     if claim["kind"] != "order":
         return ""
     if entry.get("pairs"):
@@ -187,6 +200,7 @@ def changes(df: pd.DataFrame, before: str | os.PathLike) -> pd.DataFrame:
     merged = df.merge(old[["id", "verdict", "published_at"]], on="id", suffixes=("", " before"), how="left")
     moved = merged[merged["verdict"] != merged["verdict before"]]
     cause = [("tie: the difference is inside the seeds' spread" if str(n).startswith("tie") else
+              "an upper bound above the ceiling: inconclusive" if str(n).startswith("inconclusive") else
               REPUBLICATION_CAUSES.get(nb, "re-measured") if nb else "not measured now")
              for n, nb in zip(moved.get("note", [""] * len(moved)), moved["notebook"])]
     return pd.DataFrame({"id": moved["id"], "before": moved["verdict before"].fillna("not in the ledger"),

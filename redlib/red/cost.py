@@ -141,6 +141,6 @@ def claims(c: pd.DataFrame, times: pd.DataFrame, backbone: str) -> dict[str, dic
         peak = times.groupby("page")["peak_rss_mb"].first() / 1024
         out["eff.peak_memory"] = measure.bound([float(peak.max())], 0.0, 6.5, measure="peak resident memory (GiB) "
                                                "training a page's stages, page and worker processes summed (an upper "
-                                               "bound), on CPU (the paper: accelerator memory)",
+                                               "bound), on CPU (the paper: accelerator memory)", upper_bound=True,
                                                per_page={k: float(v) for k, v in peak.items()})
     return out
