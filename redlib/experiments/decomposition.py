@@ -26,6 +26,7 @@ from ..core.store import Store
 from ..core.train import TrainConfig, fit
 from ..models.backbone import Backbone
 from ..models.tagger import TAGS, Tagger, predict_tags, tag_of, tagging_loss
+from ..red.pipeline import RedConfig
 from ..red import methods, selection
 from ..red.selection import LrChoice
 from ..tasks.arithmetic import MIN_SUM
@@ -45,7 +46,7 @@ Program = tuple[list[int], str]  # operands in slot order, operators of steps 1.
 
 
 @dataclass
-class DecompositionConfig(MixedTaskConfig):
+class DecompositionConfig(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
     """Op experts on the shared backbone, the step decomposer, and program execution under three routings."""
 
     step_mix: str = param("2:0.2,3:0.4,4:0.4", "share of programs per number of steps (the paper's decomposer data: "

