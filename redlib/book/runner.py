@@ -311,24 +311,18 @@ def parameter_docs(notebook: str) -> dict[str, str]:
 PARAMETERS_CELL = re.compile(r"^# %% tags=\[\"parameters\"[^\n]*\n(.*?)\n\n# %%", re.S | re.M)
 
 
-def parameters_cell(notebook: str) -> str:
-    """The source of a notebook's `parameters` cell, as its py:percent file holds it."""
-    match = PARAMETERS_CELL.search(source_of(notebook).read_text())
-    if match is None:
-        raise ValueError(f"{source_of(notebook)} has no cell tagged 'parameters'")
-    return match.group(1)
-
-
 def write_parameters_cells() -> list[str]:
     """Rewrite each notebook's `parameters` cell from its config; the notebooks whose cell changed."""
     changed = []
     for notebook in NOTEBOOKS:
-        path, want = source_of(notebook), config_for(notebook).parameters_source()
-        old = parameters_cell(notebook)
-        if old != want:
-            text = path.read_text()
-            start = PARAMETERS_CELL.search(text).start(1)
-            path.write_text(text[:start] + want + text[start + len(old):])
+        path = source_of(notebook)
+        text = path.read_text()
+        cell = PARAMETERS_CELL.search(text)
+        if cell is None:
+            raise ValueError(f"{path} has no cell tagged 'parameters'")
+        want = config_for(notebook).parameters_source()
+        if cell.group(1) != want:
+            path.write_text(text[:cell.start(1)] + want + text[cell.end(1):])
             changed.append(notebook)
     return changed
 

@@ -26,8 +26,8 @@ from ..core.store import Store
 from ..core.train import TrainConfig, fit
 from ..models.backbone import Backbone
 from ..models.tagger import TAGS, Tagger, predict_tags, tag_of, tagging_loss
-from ..red.pipeline import RedConfig
 from ..red import methods, selection
+from ..red.pipeline import RedConfig
 from ..red.selection import LrChoice
 from ..tasks.arithmetic import MIN_SUM
 from ..tasks.mixed import OPS, make_task2, step_pairs, step_text

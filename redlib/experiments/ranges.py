@@ -19,12 +19,12 @@ from ..core import measure
 from ..core.claims import load_claims
 from ..core.config import MAX_SEEDS, ParameterError, param
 from ..core.metrics import confusion
+from ..core.runtime import resolve_device
 from ..core.store import Store
-from ..core.train import still_improving
+from ..core.train import progress_enabled, still_improving
 from ..models.backbone import Backbone, BackboneError, block_count, resolve_backbone
-from ..red import methods
+from ..red import methods, selection
 from ..red.encoders import TextEncoder
-from ..red import selection
 from ..red.pipeline import RedConfig, RedRun, TaskData, run_red
 from ..red.selection import LrChoice
 from ..tasks.arithmetic import BOUNDARY_SUMS, MIN_SUM, N_CLASSES, NUMBER_FORMATS, RANGE_NAMES
@@ -153,8 +153,6 @@ RANGES: Domain = ("range", list(RANGE_NAMES), "range")
 def backbone(cfg: RangeTaskConfig) -> Backbone:
     """The page's backbone (the embedded one or a local folder) on the page's device, its top `k_trainable` blocks
     trainable."""
-    from ..core.runtime import resolve_device
-
     return Backbone(cfg.backbone, cfg.k_trainable, device=resolve_device(cfg.device))
 
 
@@ -169,8 +167,6 @@ def profile_words(cfg: RangeTaskConfig, bb: Backbone) -> str:
 
 def every_run(cfg: RangeTaskConfig, title: str) -> Iterator[tuple[Setting, int]]:
     """The (setting, seed) pairs a seed x setting page runs, the claims' setting first, with a progress bar each."""
-    from ..core.train import progress_enabled
-
     for st in cfg.settings:
         for seed in tqdm(cfg.seeds_for(st), desc=f"{title} ({st.label})", disable=not progress_enabled()):
             yield st, seed

@@ -18,8 +18,8 @@ from ..core.claims import VALUE_TOL, listing, load_claims, ranking, verdict_keys
 from ..core.config import ParameterError, param
 from ..models.backbone import Backbone
 from ..red.cost import parameter_cost
-from ..red.pipeline import RedConfig
 from ..red import selection
+from ..red.pipeline import RedConfig
 from ..tasks.arithmetic import (
     DATA_SOURCES,
     MAX_SUM,

@@ -13,8 +13,8 @@ import pandas as pd
 
 from ..core.claims import VALUE_TOL, listing, load_claims, ranking, verdict_keys
 from ..core.config import ParameterError, param
-from ..red.pipeline import RedConfig
 from ..red import selection
+from ..red.pipeline import RedConfig
 from ..tasks.arithmetic import RANGE_NAMES
 from ..tasks.mixed import MAX_STEPS, PHRASINGS, Task2Spec, make_task2, parse_mix
 from . import ranges
