@@ -66,20 +66,18 @@ from tqdm import tqdm
 from redlib.book import ledger, pages, plots, runner
 from redlib.book.glue import glue_values
 from redlib.book.results import published_costs
-from redlib.core.runtime import resolve_device
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
-from redlib.experiments import task1
+from redlib.experiments import ranges, task1
 from redlib.experiments import robustness as rb
 from redlib.experiments import robustness_report as rr
-from redlib.models.backbone import Backbone
 from redlib.red import cost
 
 store = Store()
 cfg, results = pages.start("robustness_and_cost", globals(), store)
 plots.set_style()
 src = cfg.sources()
-bb = Backbone(cfg.backbone, src["task1"].k_trainable, device=resolve_device(cfg.device))
+bb = ranges.backbone(src["task1"])  # Task 1 and Task 2 share it
 display(Markdown(
     f"Profile **{cfg.profile}**: seeds {cfg.seeds} of the Task 1 and Task 2 pages (iid split, backbone "
     f"`{cfg.backbone}`, dataset `{src['task1'].dataset_size}` / `{src['task2'].dataset_size}`) and of the MNIST page "
