@@ -25,7 +25,9 @@
 #   per-seed difference exceeds its standard deviation); a difference inside that spread is a **tie**
 #   (partly), one decided the other way does not hold. Orders recorded without per-seed values (runs
 #   before this rule) keep the older reading: holds in every seed, partly in some seeds or the mean;
-# - **bound**: holds when every seed lies inside the stated range; partly when some do.
+# - **bound**: holds when every seed lies inside the stated range; partly when some do. Where our measure is only
+#   an upper bound of the quantity (peak memory, the per-process peaks summed), a value above the ceiling is
+#   inconclusive (partly, with a note): it cannot show that the claim fails.
 #
 # Claims no notebook measures yet say **not measured**. Each measured row links to the section
 # of the page that measured it. Every verdict is judged under the paper's own protocol; where we
