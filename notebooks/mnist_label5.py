@@ -47,6 +47,7 @@ backbone_fraction = 0.1  # share of train, balanced by label, used for stage 1 (
 backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 3, full 60)
 head_lr = 0.001  # AdamW lr of every expert, router and residual with head_lr_grid "none" (the research code: 1e-3)
 head_lr_grid = "0.0001,0.0003,0.001,0.003"  # each small stage kind's lr chosen on validation loss from these ("none": head_lr for all, the paper's)
+head_lr_extend = 2  # a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 series), at most this many times (0: the grid only)
 expert_hidden = 256  # hidden width of the classifier experts (0: a linear expert d -> C)
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
 rank_divisor = 4  # the residual rank is d / rank_divisor (here 128 / 4: rank 32)
@@ -73,7 +74,7 @@ display(Markdown(
     f"Profile **{cfg.profile}**: {cfg.data_label}, "
     f"{'each seed its own split' if cfg.split_seed is None else f'split seed {cfg.split_seed} for every seed'}, seeds {cfg.seeds}, stage 1 up to "
     f"{cfg.backbone_epochs} epochs at lr {cfg.lr:g}, other stages up to {cfg.max_epochs} epochs at the "
-    f"learning rate chosen per stage kind from {cfg.head_lr_grid}, "
+    f"learning rate chosen per stage kind from {cfg.head_lr_grid} (and up to {cfg.head_lr_extend} rates above it), "
     f"patience {cfg.patience}; claims judged with the {cfg.judged_forms} forms."))
 
 
@@ -193,7 +194,7 @@ glue_values(mnist.found(cfg, t, ledger.verdicts(results.claims), len(data["train
 #   ({glue:text}`mn_lr_grid`), the same grid for every method, and keeps the rate with the lowest validation
 #   loss: {glue:text}`mn_lrs` (the research code's 1e-3 for every stage is `head_lr_grid="none"`); the CNN of
 #   stage 1 keeps lr {glue:text}`mn_lr`.
-#   Kinds whose choice is the largest rate tried, where a larger one might do better still:
+#   Kinds whose choice is still the largest rate tried after the steps up, where a larger one might do better:
 #   {glue:text}`mn_lr_edge`.
 # - Stages still improving at their cap of {glue:text}`mn_max_epochs` epochs (patience
 #   {glue:text}`mn_patience`): {glue:text}`mn_capped`. A verdict resting on such a stage

@@ -52,6 +52,7 @@ backbone_fraction = 0.1  # share of train used for the backbone stage (the final
 backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 2, full 60)
 head_lr = 0.0001  # AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: 1e-4)
 head_lr_grid = "0.0001,0.0003,0.001,0.003"  # each small stage kind's lr chosen on validation loss from these ("none": head_lr for all, the paper's)
+head_lr_extend = 2  # a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 series), at most this many times (0: the grid only)
 expert_hidden = 256  # hidden width of the classifier experts (0: a linear expert d -> C)
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
 rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
@@ -184,8 +185,8 @@ glue_values(decomposition.found(cfg, t, ledger.verdicts(results.claims)))
 #   RED {glue:text}`sd_dec_red:.3f`, softmax MoE {glue:text}`sd_dec_moe:.3f`, AllFix
 #   {glue:text}`sd_dec_allfix:.3f`.
 # - Learning rates, chosen on the first seed's validation loss from one grid ({glue:text}`sd_lr_grid`) for
-#   every method alike: {glue:text}`sd_lrs`. Kinds whose choice is the largest rate tried, where a larger
-#   one might do better still: {glue:text}`sd_lr_edge`.
+#   every method alike: {glue:text}`sd_lrs`. Kinds whose choice is still the largest rate tried after the
+#   steps up, where a larger one might do better: {glue:text}`sd_lr_edge`.
 # - RED's op experts alone: on single steps, routed by the true operation, its residual experts are right
 #   for {glue:text}`sd_single_red:.3f` of steps against {glue:text}`sd_single_oracle:.3f` for the
 #   classifier experts. The residual stages (lr {glue:text}`sd_residual_lr`) ran

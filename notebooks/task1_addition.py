@@ -53,6 +53,7 @@ backbone_fraction = 0.1  # share of train used for the backbone stage (the final
 backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 2, full 60)
 head_lr = 0.0001  # AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: 1e-4)
 head_lr_grid = "0.0001,0.0003,0.001,0.003"  # each small stage kind's lr chosen on validation loss from these ("none": head_lr for all, the paper's)
+head_lr_extend = 2  # a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 series), at most this many times (0: the grid only)
 expert_hidden = 256  # hidden width of the classifier experts (0: a linear expert d -> C)
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
 rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
@@ -274,7 +275,7 @@ glue_values(task1.found(cfg, t, ledger.verdicts(results.claims)))
 #   the rate with the lowest validation loss: {glue:text}`t1_lrs` (the table under "Epochs and time"; the
 #   paper's 1e-4 for every stage is `head_lr_grid="none"`). Stage 1 keeps the paper's rate (not searched: each
 #   rate would retrain the backbone).
-#   Kinds whose choice is the largest rate tried, where a larger one might do better still:
+#   Kinds whose choice is still the largest rate tried after the steps up, where a larger one might do better:
 #   {glue:text}`t1_lr_edge`.
 # - Stages still improving at their cap even so: {glue:text}`t1_capped`. A verdict resting on such a stage is
 #   about our training budget, not about RED.

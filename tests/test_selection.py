@@ -18,7 +18,7 @@ def serial(monkeypatch):
 
 @pytest.fixture(scope="module")
 def chosen(tmp_path_factory):
-    cfg = replace(tiny_config(epochs=6), head_lr_grid="0.0003,0.02")
+    cfg = replace(tiny_config(epochs=6), head_lr_grid="0.0003,0.02", head_lr_extend=1)
     store = Store(tmp_path_factory.mktemp("cache"))
     data, enc = synthetic()
     with pytest.MonkeyPatch.context() as mp:
@@ -30,12 +30,18 @@ def test_every_kind_is_tried_at_every_rate_and_keeps_its_lowest_validation_loss(
     cfg, _, _, _, choice = chosen
     t = choice.table
     kinds = [k for r in selection.kinds(cfg) for k in r]
-    assert set(choice.lrs) == set(kinds) and len(t) == len(kinds) * len(cfg.lr_grid())
+    grid = cfg.lr_grid()
+    assert set(choice.lrs) == set(kinds)
     for kind, rows in t.groupby("stage kind"):
+        assert set(grid) <= set(rows["lr"])
         assert rows["chosen"].sum() == 1
         assert rows.loc[rows["chosen"], "val loss"].item() == rows["val loss"].min()
-    # on this task a rate of 0.0003 for 6 epochs barely moves a head: the larger rate must win somewhere
-    assert 0.02 in choice.lrs.values()
+        # a kind goes one rate past the grid exactly when the grid's largest rate was its best
+        on_grid = rows[rows["lr"].isin(grid)]
+        at_edge = on_grid.loc[on_grid["val loss"].idxmin(), "lr"] == max(grid)
+        assert sorted(rows["lr"]) == sorted(grid + ([selection.next_rate(max(grid))] if at_edge else []))
+    # on this task a rate of 0.0003 for 6 epochs barely moves a head: a larger rate must win somewhere
+    assert max(choice.lrs.values()) >= 0.02
     assert selection.summary(t).shape[0] == len(kinds)
 
 
@@ -50,6 +56,26 @@ def test_the_run_at_the_chosen_rates_trains_nothing_new_and_records_them(chosen)
     assert by_stage["stage 1"] == cfg.lr  # stage 1 is not searched
 
 
+def test_the_next_rate_follows_the_1_3_10_series():
+    assert [selection.next_rate(x) for x in (1e-4, 3e-4, 1e-3, 3e-3, 0.02, 0.005, 0.3)] == \
+        [3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-2, 1.0]
+
+
+def test_a_gate_or_stage_4_over_inputs_trained_at_another_rate_is_trained_again_not_loaded(tmp_path):
+    """The cache key of a stage that trains on other stages carries their rates: a gate at 1e-3 over experts at
+    3e-4 is not the gate at 1e-3 over experts at 1e-2 (the paper-lr extension and the selection both make such pairs)."""
+    cfg, store = tiny_config(epochs=2), Store(tmp_path)
+    data, enc = synthetic()
+    run_red(cfg, data, enc, store, seed=0, lrs={"expert": 3e-4, "gate": 1e-3, "residual": 3e-4, "joint": 1e-3})
+    seen = len(store.events)
+    run_red(cfg, data, enc, store, seed=0, lrs={"expert": 1e-2, "gate": 1e-3, "residual": 1e-2, "joint": 1e-3})
+    events = {e["kind"].split("/")[-1]: e["event"] for e in store.events[seen:]}
+    assert events["gate"] != "loaded" and events["joint"] != "loaded" and events["router"] == "loaded"
+    seen = len(store.events)
+    run_red(cfg, data, enc, store, seed=0, lrs={"expert": 3e-4, "gate": 1e-3, "residual": 3e-4, "joint": 1e-3})
+    assert all(e["event"] == "loaded" for e in store.events[seen:])
+
+
 def test_grid_none_keeps_the_paper_rate_and_a_bad_grid_is_refused():
     cfg = replace(tiny_config(), head_lr_grid="none")
     assert cfg.lr_grid() == []
@@ -57,3 +83,6 @@ def test_grid_none_keeps_the_paper_rate_and_a_bad_grid_is_refused():
     for bad in ("", "0.1,0.1", "1e-3,x", "0", "2", "nan", ",".join(["0.1"] * 9)):
         with pytest.raises(ParameterError, match="head_lr_grid"):
             replace(tiny_config(), head_lr_grid=bad).check()
+    for bad in (-1, 5):
+        with pytest.raises(ParameterError, match="head_lr_extend"):
+            replace(tiny_config(), head_lr_extend=bad).check()

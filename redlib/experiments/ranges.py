@@ -162,7 +162,8 @@ def profile_words(cfg: RangeTaskConfig, bb: Backbone) -> str:
     return (f"Profile **{cfg.profile}**: backbone `{cfg.backbone}` ({type(bb.full).__name__}, {bb.n_blocks} blocks, "
             f"d = {bb.dim}, top {bb.k} trained), {cfg.runs_label()}, {cfg.data_words()}, dataset `{cfg.dataset_size}`, "
             f"stage 1 up to {cfg.backbone_epochs} epochs, other stages up to {cfg.max_epochs} epochs with patience "
-            f"{cfg.patience}, each small stage kind at the learning rate chosen from {cfg.head_lr_grid}.")
+            f"{cfg.patience}, each small stage kind at the learning rate chosen from {cfg.head_lr_grid} (and up to "
+            f"{cfg.head_lr_extend} rates above it).")
 
 
 def every_run(cfg: RangeTaskConfig, title: str) -> Iterator[tuple[Setting, int]]:

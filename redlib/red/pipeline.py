@@ -42,6 +42,7 @@ __all__ = ["PIPELINE_VERSION", "STAGE_KINDS", "RedConfig", "TaskData", "RedRun",
            "retrain_experts", "router_over", "moe_gate_loss", "balanced_subsample", "subsample"]
 
 SPLITS = ("train", "val", "test")
+MAX_LR_STEPS = 4  # head_lr_extend's bound: 3e-3 -> 1e-2 -> 3e-2 -> 1e-1 -> 3e-1 (rates stay <= 1)
 
 
 @dataclass
@@ -56,6 +57,8 @@ class RedConfig(ExperimentConfig):
                                  "1e-4)")
     head_lr_grid: str = param("0.0001,0.0003,0.001,0.003", "each small stage kind's lr chosen on validation loss from "
                                                            "these (\"none\": head_lr for all, the paper's)")
+    head_lr_extend: int = param(2, "a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 "
+                                   "series), at most this many times (0: the grid only)")
     expert_hidden: int = param(256, "hidden width of the classifier experts (0: a linear expert d -> C)")
     router_hidden: int = param(256, "hidden width of the two-layer router (the paper: 256)")
     rank_divisor: int = param(4, "the residual rank is d / rank_divisor (the paper: d/4)")
@@ -68,6 +71,8 @@ class RedConfig(ExperimentConfig):
         self.require_at_most(MAX_WIDTH, "expert_hidden", "router_hidden", "rank_divisor")
         self.require_finite("head_lr", "code_scale")
         self.lr_grid()
+        if not 0 <= self.head_lr_extend <= MAX_LR_STEPS:
+            raise ParameterError(f"parameter 'head_lr_extend' must be in [0, {MAX_LR_STEPS}], got {self.head_lr_extend}")
         if not 0 < self.backbone_fraction <= 1:
             raise ParameterError(f"parameter 'backbone_fraction' must be in (0, 1], got {self.backbone_fraction}")
         if self.expert_hidden < 0 or self.router_hidden < 1:

@@ -5,12 +5,16 @@ stages are still improving at that cap, so a verdict on them would be about the 
 kind (classifier experts, RED residuals, code experts, router, global head on all of train; then the gates and
 stage 4, which train on the first round's chosen modules) is trained on one seed at every rate of
 `head_lr_grid`; the rate with the lowest validation loss (mean over a kind's domains) is kept for that kind, for
-every seed and setting of the page. Test data play no part. `head_lr_grid="none"` keeps the paper's `head_lr`
-for every stage. Each try is an ordinary cached stage, so the chosen rate's seed is never trained twice.
+every seed and setting of the page. A kind whose best rate is the grid's largest might do better higher still, so
+it alone is tried at the next rate up (1e-2, then 3e-2), up to `head_lr_extend` times, by the same rule for every
+method; the grid starts at the paper's 1e-4 and no kind is tried below it. Test data play no part.
+`head_lr_grid="none"` keeps the paper's `head_lr` for every stage. Each try is an ordinary cached stage, so the
+chosen rate's seed is never trained twice.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import pandas as pd
@@ -42,8 +46,15 @@ def kinds(cfg: RedConfig) -> list[tuple[str, ...]]:
     return [tuple(k for k in r if k != "code_gate" or cfg.CODE_MOE) for r in ROUNDS]
 
 
+def next_rate(lr: float) -> float:
+    """The next learning rate up in the 1, 3, 10 series (1e-3 -> 3e-3 -> 1e-2)."""
+    e = math.floor(math.log10(lr) + 1e-9)
+    return float(f"{(3 if lr / 10 ** e < 2.5 else 10) * 10 ** e:.1g}")
+
+
 def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int) -> LrChoice:
-    """Each small stage kind's learning rate from `cfg.lr_grid()`, chosen on this seed's validation loss."""
+    """Each small stage kind's learning rate from `cfg.lr_grid()`, chosen on this seed's validation loss; a kind
+    whose best rate is the largest tried is tried one rate up (`next_rate`), up to `cfg.head_lr_extend` times."""
     grid = cfg.lr_grid()
     if not grid:
         return LrChoice()
@@ -53,24 +64,33 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
     chosen: dict[str, float] = {}
     rows = []
     for kinds_ in kinds(cfg):
-        jobs = [(k, i) for k in kinds_ for i in (range(data.n_domains) if k in PER_DOMAIN else [None])]
         tried, seconds = [], {}
-        for lr in grid:
-            st, seen = base.fork({**chosen, **{k: lr for k in kinds_}}), len(store.events)
+
+        def attempt(lrs: dict[str, float]) -> None:
+            """Train (or load) the stages of the kinds in `lrs`, each at its rate, and note their validation loss."""
+            jobs = [(k, i) for k in lrs for i in (range(data.n_domains) if k in PER_DOMAIN else [None])]
+            st, seen = base.fork({**chosen, **lrs}), len(store.events)
             st.prefetch(jobs, {})
             for job in jobs:
                 st.get(job)
                 # a job's inputs load first; its own stage is the last row added
-                tried.append({"kind": job[0], "lr": lr, **st.epochs[-1]})
+                tried.append({"kind": job[0], "lr": lrs[job[0]], **st.epochs[-1]})
             # what each kind's stages cost to train at this rate (now, in a worker, or when their entry was made)
             for e in store.events[seen:]:
-                seconds[(e["kind"], lr)] = seconds.get((e["kind"], lr), 0.0) + float(e.get("train_seconds") or 0.0)
-        t = pd.DataFrame(tried)
-        t["at cap"] = still_improving(t["best epoch"], t["max epochs"], t["patience"])
-        per = t.groupby(["kind", "lr"], sort=False).agg(
-            **{"val loss": ("val loss", "mean"), "epochs run": ("epochs run", "max"),
-               "best epoch": ("best epoch", "max"), "max epochs": ("max epochs", "first"),
-               "still improving at the cap": ("at cap", "sum"), "stages": ("at cap", "size")}).reset_index()
+                key = (e["kind"], lrs.get(e["kind"].split("/")[-1]))
+                seconds[key] = seconds.get(key, 0.0) + float(e.get("train_seconds") or 0.0)
+
+        for lr in grid:
+            attempt({k: lr for k in kinds_})
+        for _ in range(cfg.head_lr_extend):
+            per = _per_rate(pd.DataFrame(tried))
+            best = {k: float(m.loc[m["val loss"].idxmin(), "lr"]) for k, m in per.groupby("kind", sort=False)}
+            edge = {k: next_rate(lr) for k, lr in best.items() if lr == max(per[per["kind"] == k]["lr"])}
+            edge = {k: lr for k, lr in edge.items() if lr <= 1}
+            if not edge:
+                break
+            attempt(edge)
+        per = _per_rate(pd.DataFrame(tried))
         per["seconds"] = [seconds.get((base.kind(k), lr), 0.0) for k, lr in zip(per["kind"], per["lr"])]
         for k in kinds_:
             mine = per[per["kind"] == k]
@@ -80,6 +100,15 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
     table["chosen"] = [chosen[k] == lr for k, lr in zip(table["kind"], table["lr"])]
     table.insert(0, "stage kind", table.pop("kind").map(KIND_NAMES))
     return LrChoice({k: chosen[k] for r in kinds(cfg) for k in r}, table.assign(seed=seed))
+
+
+def _per_rate(tried: pd.DataFrame) -> pd.DataFrame:
+    """One row per (kind, rate) tried: the mean validation loss over the kind's stages, epochs, stages at the cap."""
+    tried["at cap"] = still_improving(tried["best epoch"], tried["max epochs"], tried["patience"])
+    return tried.groupby(["kind", "lr"], sort=False).agg(
+        **{"val loss": ("val loss", "mean"), "epochs run": ("epochs run", "max"),
+           "best epoch": ("best epoch", "max"), "max epochs": ("max epochs", "first"),
+           "still improving at the cap": ("at cap", "sum"), "stages": ("at cap", "size")}).reset_index()
 
 
 def chosen_words(table: pd.DataFrame) -> str:
@@ -95,8 +124,9 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     loss = table.pivot_table(index="stage kind", columns="lr", values="val loss", sort=False)
     loss.columns = [f"val loss at {lr:g}" for lr in loss.columns]
     hit = table[table["chosen"]].set_index("stage kind")
-    top = table["lr"].max()
-    return loss.assign(**{"chosen lr": hit["lr"].map(lambda x: f"{x:g}" + (" (the largest tried)" if x == top else "")),
+    top = table.groupby("stage kind")["lr"].max()
+    return loss.assign(**{"chosen lr": pd.Series({k: f"{x:g}" + (" (the largest tried)" if x == top[k] else "")
+                                                  for k, x in hit["lr"].items()}),
                           "epochs run at it (max)": hit["epochs run"],
                           "stages still improving at the cap": hit["still improving at the cap"].astype(str) + "/"
                           + hit["stages"].astype(str)})
@@ -106,7 +136,12 @@ def found(prefix: str, cfg: RedConfig, table: pd.DataFrame | None) -> dict[str, 
     """The glue values a page's prose names its learning-rate choice with: `<prefix>_lrs`, `<prefix>_lr_grid`,
     `<prefix>_lr_edge` (None: the run chose none)."""
     grid, table = cfg.lr_grid(), pd.DataFrame() if table is None else table
-    edge = table[table["chosen"] & (table["lr"] == max(grid))]["stage kind"].tolist() if len(table) else []
+    top = table.groupby("stage kind")["lr"].transform("max") if len(table) else None
+    edge = table[table["chosen"] & (table["lr"] == top)]["stage kind"].tolist() if len(table) else []
+    steps = [grid[-1]] if grid else []
+    for _ in range(cfg.head_lr_extend if grid else 0):
+        steps.append(next_rate(steps[-1]))
+    extend = f"; a kind whose best is the largest tried, then at {', '.join(f'{v:g}' for v in steps[1:])}" if steps[1:] else ""
     return {f"{prefix}_lrs": chosen_words(table),
-            f"{prefix}_lr_grid": ", ".join(f"{v:g}" for v in grid) if grid else "none",
+            f"{prefix}_lr_grid": (", ".join(f"{v:g}" for v in grid) + extend) if grid else "none",
             f"{prefix}_lr_edge": ", ".join(edge) or "none"}

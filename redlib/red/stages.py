@@ -122,6 +122,11 @@ class Stages:
         """The learning rate of the small stages of kind `name` (chosen on validation loss, or the config's head_lr)."""
         return self.lrs.get(name, self.cfg.head_lr)
 
+    def _inputs_lr(self, *names: str) -> dict[str, float]:
+        """The learning rates of the stage kinds a stage trains on: part of its cache key, so a gate or stage 4 over
+        modules trained at other rates is trained again, never loaded."""
+        return {n: self.lr(n) for n in names}
+
     def fork(self, lrs: dict[str, float]) -> "Stages":
         """These stages after stage 1 (same head, features and keys), training the small stages at `lrs`."""
         st = Stages(self.cfg, self.data, self.encoder, self.store, self.seed, self.key, self.dim, lrs)
@@ -264,7 +269,8 @@ class Stages:
         router = copy.deepcopy(self.get(("router", None))).requires_grad_(True)
         # a router of another width fails to load from the cache and is retrained
         return self.train("joint", "joint stage 4", Joint(ResidualMixture(residuals, self.head), router), ce,
-                          self.data.labels, rank=cfg.rank(self.dim), from_router=True)
+                          self.data.labels, rank=cfg.rank(self.dim), from_router=True,
+                          inputs_lr=self._inputs_lr("residual", "router"))
 
     def _moe_gate(self, kind: str, label: str, members: list[nn.Module], **extra) -> Router:
         """A softmax gate over frozen experts, trained on the mixture's answer loss (`moe_gate_loss`)."""
@@ -282,14 +288,14 @@ class Stages:
         """Stage 3's softmax-MoE gate over the classifier experts (the paper's 4.3.4)."""
         experts = [self.get(("expert", i)) for i in range(self.data.n_domains)]
         return self._moe_gate("gate", "moe gate", experts, hidden=self.cfg.router_hidden,
-                              experts_hidden=self.cfg.expert_hidden)
+                              experts_hidden=self.cfg.expert_hidden, inputs_lr=self._inputs_lr("expert"))
 
     def code_gate(self) -> Router:
         """The released code's MoE: a gate over its logit experts' own answers s B_i A_i h (without W_c h)."""
         cfg = self.cfg
         scaled = [ScaledExpert(self.get(("code", i)), cfg.code_scale) for i in range(self.data.n_domains)]
         return self._moe_gate("code_gate", "code moe gate", scaled, hidden=cfg.router_hidden, rank=cfg.rank(self.dim),
-                              scale=cfg.code_scale)
+                              scale=cfg.code_scale, inputs_lr=self._inputs_lr("code"))
 
     def head_all(self) -> nn.Linear:
         """A global head W: d -> C trained on all of train (stage 1's head saw a fraction)."""
