@@ -187,7 +187,8 @@ def extension(claim: dict[str, Any], entry: dict[str, Any], tol: float = VALUE_T
 # here and re-run gets "re-measured".
 REPUBLICATION_CAUSES = {
     nb: "re-run: a stage kind whose best rate was the grid's largest is tried one and two rates up; the gates and "
-        "stage 4 train again over their inputs at the chosen rates (their cache key now names those rates)"
+        "stage 4 are trained again over their inputs at the chosen rates (their cache key did not name those rates, "
+        "so one trained over modules at other rates could be loaded in their place)"
     for nb in ("task1_addition", "task2_mixed", "step_decomposition", "mnist_label5")
 } | {"robustness_and_cost": "re-measured on the re-run stages of Task 1, Task 2 and MNIST"}
 
