@@ -56,6 +56,17 @@ def test_the_run_at_the_chosen_rates_trains_nothing_new_and_records_them(chosen)
     assert by_stage["stage 1"] == cfg.lr  # stage 1 is not searched
 
 
+def test_the_page_words_name_the_kinds_left_at_the_edge_or_say_there_are_none(chosen):
+    cfg, _, _, _, choice = chosen
+    t = choice.table
+    words = selection.found("x", cfg, t)
+    assert words["x_lr_grid"] == "0.0003, 0.02; a kind whose best is the largest tried, then at 0.03"
+    at_edge = t[t["chosen"] & (t["lr"] == 0.03)]["stage kind"].tolist()
+    assert words["x_lr_edge"] == (", ".join(at_edge) if at_edge else words["x_lr_edge"])
+    inside = t.assign(chosen=t["lr"] == 0.0003)  # every kind choosing its smallest rate: none left at the edge
+    assert selection.found("x", cfg, inside)["x_lr_edge"].startswith("no kind")
+
+
 def test_the_next_rate_follows_the_1_3_10_series():
     assert [selection.next_rate(x) for x in (1e-4, 3e-4, 1e-3, 3e-3, 0.02, 0.005, 0.3)] == \
         [3e-4, 1e-3, 3e-3, 1e-2, 3e-2, 1e-2, 1.0]

@@ -143,5 +143,6 @@ def found(prefix: str, cfg: RedConfig, table: pd.DataFrame | None) -> dict[str, 
         steps.append(next_rate(steps[-1]))
     extend = f"; a kind whose best is the largest tried, then at {', '.join(f'{v:g}' for v in steps[1:])}" if steps[1:] else ""
     return {f"{prefix}_lrs": chosen_words(table),
-            f"{prefix}_lr_grid": (", ".join(f"{v:g}" for v in grid) + extend) if grid else "none",
-            f"{prefix}_lr_edge": ", ".join(edge) or "none"}
+            f"{prefix}_lr_grid": (", ".join(f"{v:g}" for v in grid) + extend) if grid
+            else "no grid (head_lr_grid='none')",
+            f"{prefix}_lr_edge": ", ".join(edge) or "no kind (every choice lies below the largest rate tried)"}
