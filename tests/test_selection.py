@@ -62,7 +62,7 @@ def test_the_page_words_name_the_kinds_left_at_the_edge_or_say_there_are_none(ch
     words = selection.found("x", cfg, t)
     assert words["x_lr_grid"] == "0.0003, 0.02; a kind whose best is the largest tried, then at 0.03"
     at_edge = t[t["chosen"] & (t["lr"] == 0.03)]["stage kind"].tolist()
-    assert words["x_lr_edge"] == (", ".join(at_edge) if at_edge else words["x_lr_edge"])
+    assert at_edge and words["x_lr_edge"] == ", ".join(at_edge)  # this task's kinds end at the largest rate
     inside = t.assign(chosen=t["lr"] == 0.0003)  # every kind choosing its smallest rate: none left at the edge
     assert selection.found("x", cfg, inside)["x_lr_edge"].startswith("no kind")
 

@@ -37,6 +37,11 @@ def collect(results_root: str | os.PathLike, profile: str = "full", claims_file=
     return out
 
 
+def _per_seed(entry: dict[str, Any]) -> list[Any]:
+    """A measurement's values per seed (its one value when it has no seeds)."""
+    return entry.get("per_seed", [entry.get("value")])
+
+
 def _bound(entry: dict[str, Any], paper: Any) -> tuple[float, float] | None:
     if "bound" in entry:
         return tuple(entry["bound"])
@@ -51,7 +56,7 @@ def verdict(claim: dict[str, Any], entry: dict[str, Any] | None, tol: float = VA
     """The verdict of one claim by the rule of its kind (see the module docstring)."""
     if entry is None:
         return "not measured"
-    kind, paper, per_seed = claim["kind"], claim["paper"], entry.get("per_seed", [entry.get("value")])
+    kind, paper, per_seed = claim["kind"], claim["paper"], _per_seed(entry)
     if kind == "order":
         if entry.get("pairs"):  # per-seed values: a difference inside the seeds' spread is a tie, not an order
             return paired_order_verdict(entry["pairs"])[0]
@@ -156,8 +161,7 @@ def table(collected: dict[str, dict[str, Any]], claims_file=None, tol: float = V
 def inconclusive_ceiling(entry: dict[str, Any], bound: tuple[float, float]) -> bool:
     """A measurement that is only an upper bound of the quantity (`upper_bound: true`) lying above the claim's ceiling:
     it can confirm "below the ceiling", never refute it."""
-    values = entry.get("per_seed", [entry.get("value")])
-    return bool(entry.get("upper_bound")) and any(float(v) > bound[1] for v in values)
+    return bool(entry.get("upper_bound")) and any(float(v) > bound[1] for v in _per_seed(entry))
 
 
 def note(claim: dict[str, Any], entry: dict[str, Any]) -> str:

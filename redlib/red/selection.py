@@ -84,22 +84,29 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
             attempt({k: lr for k in kinds_})
         for _ in range(cfg.head_lr_extend):
             per = _per_rate(pd.DataFrame(tried))
-            best = {k: float(m.loc[m["val loss"].idxmin(), "lr"]) for k, m in per.groupby("kind", sort=False)}
-            edge = {k: next_rate(lr) for k, lr in best.items() if lr == max(per[per["kind"] == k]["lr"])}
-            edge = {k: lr for k, lr in edge.items() if lr <= 1}
+            top = per.groupby("kind")["lr"].max()
+            edge = {k: next_rate(lr) for k, lr in _best(per).items() if lr == top[k] and next_rate(lr) <= 1}
             if not edge:
                 break
             attempt(edge)
         per = _per_rate(pd.DataFrame(tried))
         per["seconds"] = [seconds.get((base.kind(k), lr), 0.0) for k, lr in zip(per["kind"], per["lr"])]
-        for k in kinds_:
-            mine = per[per["kind"] == k]
-            chosen[k] = float(mine.loc[mine["val loss"].idxmin(), "lr"])
+        chosen.update(_best(per))
         rows.append(per)
     table = pd.concat(rows, ignore_index=True)
     table["chosen"] = [chosen[k] == lr for k, lr in zip(table["kind"], table["lr"])]
     table.insert(0, "stage kind", table.pop("kind").map(KIND_NAMES))
     return LrChoice({k: chosen[k] for r in kinds(cfg) for k in r}, table.assign(seed=seed))
+
+
+def _best(per: pd.DataFrame) -> dict[str, float]:
+    """Each kind's rate with the lowest validation loss (the first tried, on a tie)."""
+    return {k: float(m.loc[m["val loss"].idxmin(), "lr"]) for k, m in per.groupby("kind", sort=False)}
+
+
+def _largest_tried(table: pd.DataFrame) -> pd.Series:
+    """Whether each row's rate is the largest its stage kind was tried at."""
+    return table["lr"] == table.groupby("stage kind")["lr"].transform("max")
 
 
 def _per_rate(tried: pd.DataFrame) -> pd.DataFrame:
@@ -123,10 +130,9 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     """The selection as the page shows it: per stage kind, the validation loss at each rate tried and the choice."""
     loss = table.pivot_table(index="stage kind", columns="lr", values="val loss", sort=False)
     loss.columns = [f"val loss at {lr:g}" for lr in loss.columns]
-    hit = table[table["chosen"]].set_index("stage kind")
-    top = table.groupby("stage kind")["lr"].max()
-    return loss.assign(**{"chosen lr": pd.Series({k: f"{x:g}" + (" (the largest tried)" if x == top[k] else "")
-                                                  for k, x in hit["lr"].items()}),
+    hit = table[table["chosen"]].assign(top=_largest_tried(table)).set_index("stage kind")
+    return loss.assign(**{"chosen lr": hit["lr"].map("{:g}".format) + hit["top"].map({True: " (the largest tried)",
+                                                                                      False: ""}),
                           "epochs run at it (max)": hit["epochs run"],
                           "stages still improving at the cap": hit["still improving at the cap"].astype(str) + "/"
                           + hit["stages"].astype(str)})
@@ -136,8 +142,7 @@ def found(prefix: str, cfg: RedConfig, table: pd.DataFrame | None) -> dict[str, 
     """The glue values a page's prose names its learning-rate choice with: `<prefix>_lrs`, `<prefix>_lr_grid`,
     `<prefix>_lr_edge` (None: the run chose none)."""
     grid, table = cfg.lr_grid(), pd.DataFrame() if table is None else table
-    top = table.groupby("stage kind")["lr"].transform("max") if len(table) else None
-    edge = table[table["chosen"] & (table["lr"] == top)]["stage kind"].tolist() if len(table) else []
+    edge = table[table["chosen"] & _largest_tried(table)]["stage kind"].tolist() if len(table) else []
     steps = [grid[-1]] if grid else []
     for _ in range(cfg.head_lr_extend if grid else 0):
         steps.append(next_rate(steps[-1]))
