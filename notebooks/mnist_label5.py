@@ -36,7 +36,7 @@ profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
 device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
 results_dir = "results"  # results go to <results_dir>/<profile>/mnist_label5/
-lr = 0.001  # AdamW learning rate of stage 1, the CNN from scratch with the global head
+lr = 0.001  # AdamW learning rate of stage 1, the CNN from scratch with the global head, with head_lr_grid "none" (the research code: 1e-3)
 weight_decay = 0.01  # AdamW weight decay
 batch_size = 64  # micro-batch; gradients accumulate to virtual_batch (no layer depends on the batch)
 virtual_batch = 64  # samples per optimiser step (the paper's LLM stages: 64)
@@ -46,7 +46,7 @@ n_seeds = None  # how many seeds run: seed, seed+1, ...; None: the profile's val
 backbone_fraction = 0.1  # share of train, balanced by label, used for stage 1 (the research code: 10%)
 backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 3, full 60)
 head_lr = 0.001  # AdamW lr of every expert, router and residual with head_lr_grid "none" (the research code: 1e-3)
-head_lr_grid = "0.0001,0.0003,0.001,0.003"  # each small stage kind's lr chosen on validation loss from these ("none": head_lr for all, the paper's)
+head_lr_grid = "0.0001,0.0003,0.001,0.003"  # each stage kind's lr, stage 1 included, chosen on validation loss from these ("none": lr for stage 1, head_lr for the rest, the paper's)
 head_lr_extend = 2  # a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 series), at most this many times (0: the grid only)
 expert_hidden = 256  # hidden width of the classifier experts (0: a linear expert d -> C)
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
@@ -73,8 +73,8 @@ data = mnist.load(cfg, cfg.seed)  # the first seed's split, for the data table
 display(Markdown(
     f"Profile **{cfg.profile}**: {cfg.data_label}, "
     f"{'each seed its own split' if cfg.split_seed is None else f'split seed {cfg.split_seed} for every seed'}, seeds {cfg.seeds}, stage 1 up to "
-    f"{cfg.backbone_epochs} epochs at lr {cfg.lr:g}, other stages up to {cfg.max_epochs} epochs at the "
-    f"learning rate chosen per stage kind from {cfg.head_lr_grid} (and up to {cfg.head_lr_extend} rates above it), "
+    f"{cfg.backbone_epochs} epochs, other stages up to {cfg.max_epochs} epochs, each stage kind (stage 1 included) at "
+    f"the learning rate chosen from {cfg.head_lr_grid} (and up to {cfg.head_lr_extend} rates above it), "
     f"patience {cfg.patience}; claims judged with the {cfg.judged_forms} forms."))
 
 
@@ -98,12 +98,12 @@ plots.styled(sizes, hide_index=True, caption="Digits per split and domain")
 # experts, RED's residual experts and the code's logit experts (each alone on its domain), RED's
 # router on the domain labels, the MoE's own gate over the classifier experts, the code's MoE gate
 # over its logit experts, and RED stage 4.
-# Each small stage kind's learning rate is chosen first, on the first seed's validation loss, from one
-# grid that is the same for every method (the table under "Epochs and time").
+# Each stage kind's learning rate, stage 1's included, is chosen first, on the first seed's
+# validation loss, from one grid that is the same for every method (the table under "Epochs and time").
 
 # %% tags=["hide-input", "remove-stderr"]
 tables, first = [], None
-choice = mnist.choose(cfg, store)  # the small stages' learning rates, on the first seed's validation loss
+choice = mnist.choose(cfg, store)  # every stage kind's learning rate, on the first seed's validation loss
 for s in tqdm(cfg.seeds, desc="MNIST", disable=not progress_enabled()):
     run = mnist.run(cfg, s, data if s == cfg.seed else mnist.load(cfg, s), store, choice.lrs)
     tables.append(mnist.evaluate(run))
@@ -190,10 +190,9 @@ glue_values(mnist.found(cfg, t, ledger.verdicts(results.claims), len(data["train
 #   {glue:text}`mn_paper_uniform`, base {glue:text}`mn_paper_base`).
 # - RED's router names the right label pair for {glue:text}`mn_router:.3f` of test digits; on average a
 #   digit gives {glue:text}`mn_own_weight:.3f` of its routing weight to its own domain.
-# - Learning rates: each small stage kind was trained on the first seed at every rate of one grid
-#   ({glue:text}`mn_lr_grid`), the same grid for every method, and keeps the rate with the lowest validation
-#   loss: {glue:text}`mn_lrs` (the research code's 1e-3 for every stage is `head_lr_grid="none"`); the CNN of
-#   stage 1 keeps lr {glue:text}`mn_lr`.
+# - Learning rates: each stage kind (the CNN of stage 1 included) was trained on the first seed at every
+#   rate of one grid ({glue:text}`mn_lr_grid`), the same grid for every method, and keeps the rate with the lowest validation
+#   loss: {glue:text}`mn_lrs` (the research code's 1e-3 for every stage is `head_lr_grid="none"`).
 #   Kinds whose choice is still the largest rate tried after the steps up, where a larger one might do better:
 #   {glue:text}`mn_lr_edge`.
 # - Stages still improving at their cap of {glue:text}`mn_max_epochs` epochs (patience

@@ -170,7 +170,7 @@ glue_values(in_our_runs)
 #   per operation for train and val; test holds every step once. *In our runs:* single steps, RED
 #   {glue:text}`pvc_sd_single`.
 # - **Learning rates.** The paper uses 1e-4 for every expert and router, up to 60 epochs (a rate set for
-#   Qwen3-0.6B). Here each small stage kind takes its rate from one grid, chosen on the first seed's
+#   Qwen3-0.6B). Here each stage kind, stage 1 included, takes its rate from one grid, chosen on the first seed's
 #   validation loss, the same grid for every method, and a kind whose best is the grid's largest rate is tried
 #   one rate up, then another, by the same rule (each page shows the choice); 1e-4 for every stage is
 #   `head_lr_grid="none"`, and the step decomposition shows it beside the claims. *In our runs:* single

@@ -217,10 +217,10 @@ else:
 # %% [markdown]
 # ## What choosing the learning rates costs
 #
-# Each RED page trains every small stage kind of its first seed at every rate of one grid and keeps
-# the rate with the lowest validation loss (`redlib/red/selection.py`; the grid is the same for every
-# method). That is fidelity bought with time: the paper's single rate left many stages still improving
-# at the 60-epoch cap. What the tries cost each page, from its own record (the chosen rate's tries
+# Each RED page trains every stage kind of its first seed (stage 1 included) at every rate of one grid
+# and keeps the rate with the lowest validation loss (`redlib/red/selection.py`; the grid is the same
+# for every method). That is fidelity bought with time: the paper's single rate left many stages still
+# improving at the 60-epoch cap. Stage 1's tries are the dear ones: each retrains the encoder's top. What the tries cost each page, from its own record (the chosen rate's tries
 # are the first seed's stages, so they are not extra):
 
 # %% tags=["hide-input"]

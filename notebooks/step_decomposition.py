@@ -41,7 +41,7 @@ profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
 device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
 results_dir = "results"  # results go to <results_dir>/<profile>/step_decomposition/
-lr = 0.0001  # AdamW learning rate of stage 1 (the paper: 1e-4)
+lr = 0.0001  # AdamW learning rate of stage 1 with head_lr_grid "none" (the paper: 1e-4)
 weight_decay = 0.01  # AdamW weight decay
 batch_size = 64  # micro-batch; gradients accumulate to virtual_batch (no layer depends on the batch)
 virtual_batch = 64  # samples per optimiser step (the paper's LLM stages: 64)
@@ -51,7 +51,7 @@ n_seeds = None  # how many seeds run: seed, seed+1, ...; None: the profile's val
 backbone_fraction = 0.1  # share of train used for the backbone stage (the finalized setup: 10%)
 backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 2, full 60)
 head_lr = 0.0001  # AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: 1e-4)
-head_lr_grid = "0.0001,0.0003,0.001,0.003"  # each small stage kind's lr chosen on validation loss from these ("none": head_lr for all, the paper's)
+head_lr_grid = "0.0001,0.0003,0.001,0.003"  # each stage kind's lr, stage 1 included, chosen on validation loss from these ("none": lr for stage 1, head_lr for the rest, the paper's)
 head_lr_extend = 2  # a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 series), at most this many times (0: the grid only)
 expert_hidden = 256  # hidden width of the classifier experts (0: a linear expert d -> C)
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
@@ -72,7 +72,7 @@ tagger_hidden = 128  # hidden width of the decomposer's bidirectional GRU
 tagger_lr = 0.001  # AdamW learning rate of the decomposer
 tagger_epochs = None  # cap for the decomposer; None: the profile's value (smoke 3, full 10)
 tagger_samples = None  # train expressions the decomposer learns from (val: an eighth); None: the profile's value (smoke 2000, full 4000)
-paper_lrs_beside = True  # also run every routing over op experts trained at the paper's head_lr, shown beside (an extension)
+paper_lrs_beside = True  # also run every routing over op experts trained at the paper's lr and head_lr, shown beside (an extension)
 
 # %% tags=["hide-input", "remove-stderr"]
 from IPython.display import Markdown, display
@@ -90,7 +90,7 @@ cfg, results, bb = pages.start_range_task("step_decomposition", globals(), store
 runner.parameters_shown(cfg)
 # %% tags=["hide-input", "remove-stderr"]
 tables = []
-choice = decomposition.choose(cfg, bb, store)  # the op experts' learning rates, on the first seed's validation loss
+choice = decomposition.choose(cfg, bb, store)  # every op-expert stage kind's learning rate, on the first seed's validation loss
 for st, s in ranges.every_run(cfg, "decomposition"):
     tables.append(decomposition.run(cfg, s, st, bb, store, choice.lrs))
 t = ranges.stack(tables) | {"lr_selection": choice.table}
@@ -110,7 +110,7 @@ plots.styled(t["op_experts"].groupby(["run", "method"], sort=False)[["accuracy",
 
 # %% [markdown]
 # The RED residuals learn slowly at the paper's learning rate: the gradient reaches $\Delta h_i$ only
-# through the frozen global head $W_c$, trained on 10% of train. So every small stage kind (the
+# through the frozen global head $W_c$, trained on 10% of train. So every stage kind (stage 1, the
 # classifier experts, RED's residuals, the code's experts, router, gates, stage 4) takes its learning
 # rate from one grid, the same for every method, chosen on the first seed's validation loss (first
 # table). The rows "... at the paper's lr" are every method again over op experts all trained at the
@@ -196,8 +196,8 @@ glue_values(decomposition.found(cfg, t, ledger.verdicts(results.claims)))
 #   the cap, i.e. were still improving when the cap stopped them.
 # - Stages still improving at their cap even so: {glue:text}`sd_capped`. A verdict resting on such a stage is
 #   about our training budget, not about RED.
-# - The paper's literal setting beside it (an extension: every small stage at head_lr
-#   {glue:text}`sd_head_lr`, for every method): the true programs execute at RED
+# - The paper's literal setting beside it (an extension: stage 1 at lr {glue:text}`sd_paper_stage1_lr` and
+#   every small stage at head_lr {glue:text}`sd_head_lr`, for every method): the true programs execute at RED
 #   {glue:text}`sd_paperlr_red`, softmax MoE {glue:text}`sd_paperlr_moe`, AllFix {glue:text}`sd_paperlr_allfix`,
 #   and RED's residuals are right on {glue:text}`sd_paperlr_single` of single steps. The ledger shows these
 #   numbers in the claims' extension columns.

@@ -32,7 +32,7 @@ profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
 device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
 results_dir = "results"  # results go to <results_dir>/<profile>/task2_mixed/
-lr = 0.0001  # AdamW learning rate of stage 1 (the paper: 1e-4)
+lr = 0.0001  # AdamW learning rate of stage 1 with head_lr_grid "none" (the paper: 1e-4)
 weight_decay = 0.01  # AdamW weight decay
 batch_size = 64  # micro-batch; gradients accumulate to virtual_batch (no layer depends on the batch)
 virtual_batch = 64  # samples per optimiser step (the paper's LLM stages: 64)
@@ -42,7 +42,7 @@ n_seeds = None  # how many seeds run: seed, seed+1, ...; None: the profile's val
 backbone_fraction = 0.1  # share of train used for the backbone stage (the finalized setup: 10%)
 backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 2, full 60)
 head_lr = 0.0001  # AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: 1e-4)
-head_lr_grid = "0.0001,0.0003,0.001,0.003"  # each small stage kind's lr chosen on validation loss from these ("none": head_lr for all, the paper's)
+head_lr_grid = "0.0001,0.0003,0.001,0.003"  # each stage kind's lr, stage 1 included, chosen on validation loss from these ("none": lr for stage 1, head_lr for the rest, the paper's)
 head_lr_extend = 2  # a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 series), at most this many times (0: the grid only)
 expert_hidden = 256  # hidden width of the classifier experts (0: a linear expert d -> C)
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
@@ -97,12 +97,12 @@ plots.styled(task2.data_table(cfg), hide_index=True, caption="The data per setti
 # The pipeline is Task 1's (`redlib/red/pipeline.py`), handed Task 2's expressions: the backbone
 # stage and global head on 10% of train, the range experts (classifier experts, RED residuals, the
 # code's logit experts), the router on range labels, the MoE's own gate, and RED stage 4.
-# Each small stage kind's learning rate is chosen first, on the first seed's validation loss, from one
-# grid that is the same for every method (the table under "Epochs and time").
+# Each stage kind's learning rate, stage 1's included, is chosen first, on the first seed's
+# validation loss, from one grid that is the same for every method (the table under "Epochs and time").
 
 # %% tags=["hide-input", "remove-stderr"]
 tables, first = [], None
-choice = ranges.choose(cfg, bb, store)  # the small stages' learning rates, on the first seed's validation loss
+choice = ranges.choose(cfg, bb, store)  # every stage kind's learning rate, on the first seed's validation loss
 for st, s in ranges.every_run(cfg, "Task 2"):
     run = ranges.run(cfg, s, st, bb, store, choice.lrs)
     tables.append(task2.evaluate(run))
@@ -203,11 +203,10 @@ glue_values(task2.found(cfg, t, ledger.verdicts(results.claims)))
 # - Our extensions (outside the paper's protocol): {glue:text}`t2_extensions`.
 # - Digit-spaced numbers (`number_format='digits'` or `digits_variant_on`) give the embedded backbone one
 #   token per digit, as Qwen3 has; settings run with them here: {glue:text}`t2_digit_settings`.
-# - Learning rates: each small stage kind (experts, residuals, routers, gates, stage 4, heads) was trained on the
+# - Learning rates: each stage kind (stage 1, experts, residuals, routers, gates, stage 4, heads) was trained on the
 #   first seed at every rate of one grid ({glue:text}`t2_lr_grid`), the same grid for every method, and keeps
 #   the rate with the lowest validation loss: {glue:text}`t2_lrs` (the table under "Epochs and time"; the
-#   paper's 1e-4 for every stage is `head_lr_grid="none"`). Stage 1 keeps the paper's rate (not searched: each
-#   rate would retrain the backbone).
+#   paper's 1e-4 for every stage is `head_lr_grid="none"`).
 #   Kinds whose choice is still the largest rate tried after the steps up, where a larger one might do better:
 #   {glue:text}`t2_lr_edge`.
 # - Stages still improving at their cap even so: {glue:text}`t2_capped`. A verdict resting on such a stage is

@@ -1,13 +1,17 @@
-"""The small stages' learning rates, chosen on validation loss from one grid (`red/selection.py`)."""
+"""Every stage kind's learning rate, stage 1's included, chosen on validation loss from one grid (`selection.py`)."""
 
 from dataclasses import replace
 
+import numpy as np
 import pytest
+import torch
 
 from redlib.core.config import ParameterError
 from redlib.core.store import Store
+from redlib.core.train import evaluate_loss
 from redlib.red import selection
 from redlib.red.pipeline import run_red
+from redlib.red.stages import Base, Stages, ce
 from test_pipeline import synthetic, tiny_config
 
 
@@ -53,7 +57,26 @@ def test_the_run_at_the_chosen_rates_trains_nothing_new_and_records_them(chosen)
     assert run.lrs == choice.lrs
     by_stage = {e["stage"]: e["lr"] for e in run.epochs}
     assert by_stage["router"] == choice.lrs["router"] and by_stage["moe gate"] == choice.lrs["gate"]
-    assert by_stage["stage 1"] == cfg.lr  # stage 1 is not searched
+    assert by_stage["stage 1"] == choice.lrs["stage1"]  # stage 1 is chosen like every other kind
+
+
+def test_stage_1_is_chosen_first_and_its_validation_loss_is_recorded_trained_or_loaded(chosen, tmp_path):
+    cfg, data, enc, store, choice = chosen
+    t = choice.table
+    first = t[t["stage kind"] == selection.KIND_NAMES["stage1"]]
+    assert t["stage kind"].iloc[0] == selection.KIND_NAMES["stage1"] and set(cfg.lr_grid()) <= set(first["lr"])
+    assert first["val loss"].notna().all() and len(set(first["val loss"])) == len(first)  # each rate its own stage 1
+    trained = run_red(cfg, data, enc, Store(tmp_path), seed=0, lrs=choice.lrs).epochs[0]
+    loaded = run_red(cfg, data, enc, store, seed=0, lrs=choice.lrs).epochs[0]
+    assert trained["stage"] == "stage 1" and trained["val loss"] == loaded["val loss"] == \
+        first.loc[first["chosen"], "val loss"].item()
+    # the loss an entry records is the one its kept state gives (what an older entry, which records none, computes)
+    st = Stages(cfg, data, enc, store, 0, lrs=choice.lrs)
+    st.base()
+    ids, at = np.unique(data.ids["val"].numpy(), return_index=True)
+    with torch.no_grad():
+        again = evaluate_loss(Base(enc, st.head), ce, (torch.as_tensor(ids), data.labels["val"][at]))
+    assert again == trained["val loss"]
 
 
 def test_the_page_words_name_the_kinds_left_at_the_edge_or_say_there_are_none(chosen):

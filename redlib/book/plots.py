@@ -259,14 +259,14 @@ def token_routes(samples: dict[str, pd.DataFrame], n_experts: int, per_line: int
 
 
 def lr_selection(t: dict[str, pd.DataFrame]) -> None:
-    """Show how a page chose its small stages' learning rates (`red/selection.py`), when it chose them."""
+    """Show how a page chose its stages' learning rates (`red/selection.py`), when it chose them."""
     from IPython.display import display
 
     from ..red import selection
 
     chosen = t.get("lr_selection")
     if chosen is not None and not chosen.empty:
-        display(styled(selection.summary(chosen), precision=4, caption=f"Learning rate of each small stage kind, "
+        display(styled(selection.summary(chosen), precision=4, caption=f"Learning rate of each stage kind, "
                        f"chosen on the validation loss of seed {int(chosen['seed'].iloc[0])} (the claims' setting) "
                        "from one grid for every method; a kind's loss is the mean over its stages"))
 

@@ -282,7 +282,7 @@ def published_costs(pages: list[str], profile: str = "full", results_dir: str | 
 
 
 def selection_costs(pages: list[str], profile: str = "full", results_dir: str | os.PathLike = "results") -> pd.DataFrame:
-    """What choosing the small stages' learning rates cost each page (the stages of its `lr_selection` table, seconds
+    """What choosing every stage kind's learning rate cost each page (the stages of its `lr_selection` table, seconds
     as their cache entries recorded them) against everything its stages cost, from the pages' own records."""
     rows = []
     for page in pages:

@@ -56,7 +56,7 @@ class DecompositionConfig(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
     tagger_lr: float = param(0.001, "AdamW learning rate of the decomposer")
     tagger_epochs: int | None = param(None, "cap for the decomposer")
     tagger_samples: int | None = param(None, "train expressions the decomposer learns from (val: an eighth)")
-    paper_lrs_beside: bool = param(True, "also run every routing over op experts trained at the paper's head_lr, "
+    paper_lrs_beside: bool = param(True, "also run every routing over op experts trained at the paper's lr and head_lr, "
                                          "shown beside (an extension)")
 
     NOTEBOOK: ClassVar[str] = "step_decomposition"
@@ -109,7 +109,7 @@ OPS_DOMAIN = ("domain", ["add", "subtract"], "op")
 
 
 def choose(cfg: DecompositionConfig, bb: Backbone, store: Store) -> LrChoice:
-    """The op experts' small-stage learning rates, chosen on validation loss (the first seed, the claims' setting)."""
+    """The op experts' learning rate per stage kind, chosen on validation loss (the first seed, the claims' setting)."""
     return ranges.choose_on(cfg, NAMESPACE, *_ops_data(cfg, cfg.seed, cfg.settings[0]), bb, store, OPS_DOMAIN)
 
 
@@ -125,8 +125,8 @@ PAPER_LR = " at the paper's lr"  # appended to a routing's or stage's name in th
 
 def paper_lr_run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone,
                  store: Store) -> ranges.RangeRun | None:
-    """The op experts with every small stage at the paper's `head_lr` (cached); None when off, or when the main run
-    already uses it (`head_lr_grid='none'`)."""
+    """The op experts with stage 1 at the paper's `lr` and every small stage at its `head_lr` (cached); None when off,
+    or when the main run already uses them (`head_lr_grid='none'`)."""
     if not cfg.runs_paper_lr:
         return None
     return train_ops(cfg, seed, setting, bb, store, lrs={})
@@ -379,7 +379,8 @@ def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str
         **{f"sd_paper_{k}": paper[f"sd.{k}.acc"]["paper"]["all"] for k in PAPER_KEYS.values()},
         "sd_exact": listing(t["decomposer"].groupby("run", sort=False)["exact"].mean()),
         "sd_single_red": single["RED (true range)"], "sd_single_oracle": single["oracle experts"],
-        "sd_head_lr": f"{cfg.head_lr:g}", "sd_max_epochs": cfg.max_epochs, "sd_patience": cfg.patience,
+        "sd_head_lr": f"{cfg.head_lr:g}", "sd_paper_stage1_lr": f"{cfg.lr:g}", "sd_max_epochs": cfg.max_epochs,
+        "sd_patience": cfg.patience,
         "sd_residual_lr": listing(residual.groupby("stage", sort=False)["lr"].first().map(lambda x: f"{x:g}")),
         "sd_residual_epochs": residual["epochs run"].mean(), "sd_residual_best": residual["best epoch"].mean(),
         "sd_residual_capped": int(ranges.epochs_table(residual, by=("stage",))["still improving at the cap"].sum()),

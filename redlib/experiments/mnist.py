@@ -44,7 +44,8 @@ FORM_LABELS = {"paper": "the paper's forms (hidden-space RED, classifier experts
 class MnistConfig(RedConfig):
     """The MNIST label-pair benchmark: small CNN, five label-pair domains, RED and the baselines in both forms."""
 
-    lr: float = param(0.001, "AdamW learning rate of stage 1, the CNN from scratch with the global head")
+    lr: float = param(0.001, 'AdamW learning rate of stage 1, the CNN from scratch with the global head, with '
+                             'head_lr_grid "none" (the research code: 1e-3)')
     head_lr: float = param(0.001, 'AdamW lr of every expert, router and residual with head_lr_grid "none" (the '
                                   "research code: 1e-3)")
     patience: int | None = param(3, "early-stopping patience in epochs (the research code: 3)")
@@ -117,7 +118,7 @@ def task(cfg: MnistConfig, data: dict[str, Arrays], seed: int) -> tuple[TaskData
 
 
 def choose(cfg: MnistConfig, store: Store) -> LrChoice:
-    """The small stages' learning rates, chosen on validation loss (the first seed's digits and split)."""
+    """Every stage kind's learning rate, chosen on validation loss (the first seed's digits and split)."""
     return selection.select(cfg, *task(cfg, load(cfg, cfg.seed), cfg.seed), store, cfg.seed)
 
 
@@ -213,6 +214,6 @@ def found(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_tra
         "mn_judged": f"{FORM_LABELS[cfg.judged_forms]} (" + ", ".join(
             f"{k}: {m}" for k, m in JUDGED[cfg.judged_forms].items()) + ")",
         "mn_capped": capped_stages(t["epochs"], by=("stage",)), "mn_max_epochs": cfg.max_epochs,
-        "mn_patience": cfg.patience, "mn_lr": f"{cfg.lr:g}", "mn_value_tol": VALUE_TOL,
+        "mn_patience": cfg.patience, "mn_value_tol": VALUE_TOL,
         "mn_verdicts": ", ".join(f"{c} {verdict}" for c, verdict in v.items()),
     }

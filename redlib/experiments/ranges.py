@@ -162,8 +162,8 @@ def profile_words(cfg: RangeTaskConfig, bb: Backbone) -> str:
     return (f"Profile **{cfg.profile}**: backbone `{cfg.backbone}` ({type(bb.full).__name__}, {bb.n_blocks} blocks, "
             f"d = {bb.dim}, top {bb.k} trained), {cfg.runs_label()}, {cfg.data_words()}, dataset `{cfg.dataset_size}`, "
             f"stage 1 up to {cfg.backbone_epochs} epochs, other stages up to {cfg.max_epochs} epochs with patience "
-            f"{cfg.patience}, each small stage kind at the learning rate chosen from {cfg.head_lr_grid} (and up to "
-            f"{cfg.head_lr_extend} rates above it).")
+            f"{cfg.patience}, each stage kind (stage 1 included) at the learning rate chosen from {cfg.head_lr_grid} "
+            f"(and up to {cfg.head_lr_extend} rates above it).")
 
 
 def every_run(cfg: RangeTaskConfig, title: str) -> Iterator[tuple[Setting, int]]:
@@ -221,7 +221,7 @@ def run_on(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: 
 
 def choose_on(cfg: RedConfig, namespace: str, frames: dict[str, pd.DataFrame], key: dict, bb: Backbone, store: Store,
               domain: Domain = RANGES) -> LrChoice:
-    """The small stages' learning rates, chosen on the validation loss of these frames (`red/selection.py`)."""
+    """Every stage kind's learning rate, chosen on the validation loss of these frames (`red/selection.py`)."""
     data, texts = task_data(namespace, frames, key, domain)
     return selection.select(cfg, data, TextEncoder(bb, texts, store, namespace), store, cfg.seed)
 
@@ -233,7 +233,7 @@ def run(cfg: RangeTaskConfig, seed: int, setting: Setting, bb: Backbone, store: 
 
 
 def choose(cfg: RangeTaskConfig, bb: Backbone, store: Store) -> LrChoice:
-    """A range task's small-stage learning rates, chosen on validation loss (the first seed, the claims' setting)."""
+    """A range task's learning rate per stage kind, chosen on validation loss (the first seed, the claims' setting)."""
     return choose_on(cfg, cfg.NAMESPACE, *cfg.frames(cfg.seed, cfg.settings[0]), bb, store)
 
 

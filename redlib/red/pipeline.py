@@ -49,14 +49,15 @@ MAX_LR_STEPS = 4  # head_lr_extend's bound: 3e-3 -> 1e-2 -> 3e-2 -> 1e-1 -> 3e-1
 class RedConfig(ExperimentConfig):
     """The RED pipeline's knobs, the paper's values as defaults; a task's config adds its data's."""
 
-    lr: float = param(1e-4, "AdamW learning rate of stage 1 (the paper: 1e-4)")
+    lr: float = param(1e-4, 'AdamW learning rate of stage 1 with head_lr_grid "none" (the paper: 1e-4)')
     max_epochs: int | None = param(None, "epoch cap of the experts, residuals, routers and heads (the paper: 60)")
     backbone_fraction: float = param(0.1, "share of train used for the backbone stage (the finalized setup: 10%)")
     backbone_epochs: int | None = param(None, "cap for stage 1 (the paper: 60)")
     head_lr: float = param(1e-4, 'AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: '
                                  "1e-4)")
-    head_lr_grid: str = param("0.0001,0.0003,0.001,0.003", "each small stage kind's lr chosen on validation loss from "
-                                                           "these (\"none\": head_lr for all, the paper's)")
+    head_lr_grid: str = param("0.0001,0.0003,0.001,0.003", "each stage kind's lr, stage 1 included, chosen on validation "
+                                                           "loss from these (\"none\": lr for stage 1, head_lr for the "
+                                                           "rest, the paper's)")
     head_lr_extend: int = param(2, "a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 "
                                    "series), at most this many times (0: the grid only)")
     expert_hidden: int = param(256, "hidden width of the classifier experts (0: a linear expert d -> C)")
@@ -80,7 +81,7 @@ class RedConfig(ExperimentConfig):
                                  f"got {self.expert_hidden} and {self.router_hidden}")
 
     def lr_grid(self) -> list[float]:
-        """The learning rates each small stage kind is tried at ([]: "none", every kind at `head_lr`, the paper's)."""
+        """The learning rates each stage kind is tried at ([]: "none", stage 1 at `lr` and the rest at `head_lr`)."""
         text = str(self.head_lr_grid).strip()
         if text == "none":
             return []

@@ -1,15 +1,16 @@
-"""The small stages' learning rates, chosen on validation loss from one grid, the same grid for every method.
+"""Every stage kind's learning rate, chosen on validation loss from one grid, the same grid for every method.
 
-The paper trains every small stage at 1e-4 for at most 60 epochs, a rate set for Qwen3-0.6B; on our backbones many
+The paper trains every stage at 1e-4 for at most 60 epochs, a rate set for Qwen3-0.6B; on our backbones many
 stages are still improving at that cap, so a verdict on them would be about the training budget. Here each stage
-kind (classifier experts, RED residuals, code experts, router, global head on all of train; then the gates and
-stage 4, which train on the first round's chosen modules) is trained on one seed at every rate of
-`head_lr_grid`; the rate with the lowest validation loss (mean over a kind's domains) is kept for that kind, for
-every seed and setting of the page. A kind whose best rate is the grid's largest might do better higher still, so
-it alone is tried at the next rate up (1e-2, then 3e-2), up to `head_lr_extend` times, by the same rule for every
-method; the grid starts at the paper's 1e-4 and no kind is tried below it. Test data play no part.
-`head_lr_grid="none"` keeps the paper's `head_lr` for every stage. Each try is an ordinary cached stage, so the
-chosen rate's seed is never trained twice.
+kind is trained on one seed at every rate of `head_lr_grid`, and the rate with the lowest validation loss (mean over
+a kind's domains) is kept for that kind, for every seed and setting of the page. The kinds go in rounds, each on
+what the earlier rounds chose: stage 1 (the encoder's top and the global head, which every method shares); then
+the small stages on its features (classifier experts, RED residuals, code experts, router, global head on all of
+train); then the gates and stage 4, which train on those modules. A kind whose best rate is the grid's largest
+might do better higher still, so it alone is tried at the next rate up (1e-2, then 3e-2), up to `head_lr_extend`
+times, by the same rule for every method; the grid starts at the paper's 1e-4 and no kind is tried below it. Test
+data play no part. `head_lr_grid="none"` keeps the config's rates (`lr` for stage 1, `head_lr` for the rest). Each
+try is an ordinary cached stage, so the chosen rate's seed is never trained twice.
 """
 
 from __future__ import annotations
@@ -26,18 +27,18 @@ from .pipeline import RedConfig, TaskData
 from .stages import Stages
 
 # the kinds tried together; a later round trains on the modules an earlier round chose
-ROUNDS = (("expert", "residual", "code", "router", "head_all"), ("gate", "joint", "code_gate"))
+ROUNDS = (("stage1",), ("expert", "residual", "code", "router", "head_all"), ("gate", "joint", "code_gate"))
 PER_DOMAIN = ("expert", "residual", "code")
-KIND_NAMES = {"expert": "classifier experts E_i", "residual": "RED residuals", "code": "code experts",
+KIND_NAMES = {"stage1": "stage 1 (encoder top + global head)", "expert": "classifier experts E_i", "residual": "RED residuals", "code": "code experts",
               "router": "router", "head_all": "global head on all of train", "gate": "softmax MoE gate",
               "joint": "RED stage 4 (joint)", "code_gate": "code MoE gate"}
 
 
 @dataclass
 class LrChoice:
-    """The learning rate of each small stage kind, and the validation losses it was chosen on."""
+    """The learning rate of each stage kind, and the validation losses it was chosen on."""
 
-    lrs: dict[str, float] = field(default_factory=dict)  # kind -> lr ({}: the config's head_lr everywhere)
+    lrs: dict[str, float] = field(default_factory=dict)  # kind -> lr ({}: the config's lr and head_lr)
     table: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per (kind, lr tried)
 
 
@@ -53,28 +54,32 @@ def next_rate(lr: float) -> float:
 
 
 def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int) -> LrChoice:
-    """Each small stage kind's learning rate from `cfg.lr_grid()`, chosen on this seed's validation loss; a kind
-    whose best rate is the largest tried is tried one rate up (`next_rate`), up to `cfg.head_lr_extend` times."""
+    """Each stage kind's learning rate from `cfg.lr_grid()`, chosen on this seed's validation loss; a kind whose best
+    rate is the largest tried is tried one rate up (`next_rate`), up to `cfg.head_lr_extend` times."""
     grid = cfg.lr_grid()
     if not grid:
         return LrChoice()
-    base = Stages(cfg, data, encoder, store, seed)
-    base.base()
-    base.features()
     chosen: dict[str, float] = {}
+    base: Stages | None = None  # stage 1 at its chosen rate, with the features (after the first round)
     rows = []
     for kinds_ in kinds(cfg):
         tried, seconds = [], {}
 
         def attempt(lrs: dict[str, float]) -> None:
             """Train (or load) the stages of the kinds in `lrs`, each at its rate, and note their validation loss."""
-            jobs = [(k, i) for k in lrs for i in (range(data.n_domains) if k in PER_DOMAIN else [None])]
-            st, seen = base.fork({**chosen, **lrs}), len(store.events)
-            st.prefetch(jobs, {})
-            for job in jobs:
-                st.get(job)
-                # a job's inputs load first; its own stage is the last row added
-                tried.append({"kind": job[0], "lr": lrs[job[0]], **st.epochs[-1]})
+            seen = len(store.events)
+            if base is None:  # stage 1 itself
+                st = Stages(cfg, data, encoder, store, seed, lrs=lrs)
+                st.base()
+                tried.append({"kind": "stage1", "lr": lrs["stage1"], **st.epochs[-1]})
+            else:
+                jobs = [(k, i) for k in lrs for i in (range(data.n_domains) if k in PER_DOMAIN else [None])]
+                st = base.fork({**chosen, **lrs})
+                st.prefetch(jobs, {})
+                for job in jobs:
+                    st.get(job)
+                    # a job's inputs load first; its own stage is the last row added
+                    tried.append({"kind": job[0], "lr": lrs[job[0]], **st.epochs[-1]})
             # what each kind's stages cost to train at this rate (now, in a worker, or when their entry was made)
             for e in store.events[seen:]:
                 key = (e["kind"], lrs.get(e["kind"].split("/")[-1]))
@@ -90,9 +95,13 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
                 break
             attempt(edge)
         per = _per_rate(pd.DataFrame(tried))
-        per["seconds"] = [seconds.get((base.kind(k), lr), 0.0) for k, lr in zip(per["kind"], per["lr"])]
+        per["seconds"] = [seconds.get((f"{data.namespace}/{k}", lr), 0.0) for k, lr in zip(per["kind"], per["lr"])]
         chosen.update(_best(per))
         rows.append(per)
+        if base is None:
+            base = Stages(cfg, data, encoder, store, seed, lrs={"stage1": chosen["stage1"]})
+            base.base()
+            base.features()
     table = pd.concat(rows, ignore_index=True)
     table["chosen"] = [chosen[k] == lr for k, lr in zip(table["kind"], table["lr"])]
     table.insert(0, "stage kind", table.pop("kind").map(KIND_NAMES))
@@ -121,7 +130,7 @@ def _per_rate(tried: pd.DataFrame) -> pd.DataFrame:
 def chosen_words(table: pd.DataFrame) -> str:
     """'kind lr, kind lr, ...' from a selection table, for a page's prose (or that the paper's rate was kept)."""
     if table.empty:
-        return "none: every small stage at the paper's head_lr (head_lr_grid='none')"
+        return "none: stage 1 at the config's lr and every small stage at its head_lr (head_lr_grid='none')"
     hit = table[table["chosen"]]
     return ", ".join(f"{k} {lr:g}" for k, lr in zip(hit["stage kind"], hit["lr"]))
 

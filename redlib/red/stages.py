@@ -101,7 +101,7 @@ class Stages:
     def __init__(self, cfg: RedConfig, data: TaskData, encoder: Encoder | None, store: Store, seed: int,
                  key: dict | None = None, dim: int | None = None, lrs: dict[str, float] | None = None):
         self.cfg, self.data, self.encoder, self.store, self.seed = cfg, data, encoder, store, seed
-        self.lrs = dict(lrs or {})  # stage kind -> learning rate; a kind not named trains at cfg.head_lr
+        self.lrs = dict(lrs or {})  # stage kind -> learning rate; a kind not named: cfg.lr (stage 1) or cfg.head_lr
         self.seconds: dict[str, float] = {}
         self.epochs: list[dict] = []
         self.key = key or {"pipeline": PIPELINE_VERSION, **encoder.key(), "data": data.key}
@@ -119,8 +119,9 @@ class Stages:
         return f"{self.data.namespace}/{name}"
 
     def lr(self, name: str) -> float:
-        """The learning rate of the small stages of kind `name` (chosen on validation loss, or the config's head_lr)."""
-        return self.lrs.get(name, self.cfg.head_lr)
+        """The learning rate of the stages of kind `name` (chosen on validation loss, or the config's: lr for stage 1,
+        head_lr for the small stages)."""
+        return self.lrs.get(name, self.cfg.lr if name == "stage1" else self.cfg.head_lr)
 
     def _inputs_lr(self, *names: str) -> dict[str, float]:
         """The learning rates of the stage kinds a stage trains on: part of its cache key, so a gate or stage 4 over
@@ -149,22 +150,26 @@ class Stages:
         seed_everything(self.seed)
         enc.reset()
         head = nn.Linear(enc.dim, data.n_classes).to(enc.device)
-        tc = cfg.fit_config(self.seed, "stage 1: encoder top + head", cfg.lr, cfg.backbone_epochs)
+        tc = cfg.fit_config(self.seed, "stage 1: encoder top + head", self.lr("stage1"), cfg.backbone_epochs)
         # every later stage trains on what stage 1 made: from here on, each key carries stage 1's settings
         self.key = {**self.key, "fraction": cfg.backbone_fraction, "train": asdict(tc)}
         model = Base(enc, head)
+        # validation repeats few distinct items: score each once (an item's class is fixed)
+        val_ids, first = np.unique(data.ids["val"].numpy(), return_index=True)
+        val = (torch.as_tensor(val_ids), data.labels["val"][first])
 
         def train(_: nn.Module) -> dict:
             pick = cfg.base_rows(data.labels["train"], self.seed)
-            tr = (data.ids["train"][pick], data.labels["train"][pick])
-            # validation repeats few distinct items: score each once (an item's class is fixed)
-            val_ids, first = np.unique(data.ids["val"].numpy(), return_index=True)
-            return _fit_meta(fit(model, ce, tr, (torch.as_tensor(val_ids), data.labels["val"][first]), tc))
+            res = fit(model, ce, (data.ids["train"][pick], data.labels["train"][pick]), val, tc)
+            return {**_fit_meta(res), "val_loss": res.best_val_loss}  # the kept state's: stage 1's rate is chosen on it
 
         meta = self.store.module(self.kind("stage1"), self.key, nn.ModuleDict({"top": enc.trainable(), "head": head}),
                                  train)
-        self._epochs("stage 1", meta, tc)
         enc.eval()
+        if "val_loss" not in meta:  # an entry made before stage 1 recorded it: the same loss, computed on its state
+            with torch.no_grad():
+                meta["val_loss"] = evaluate_loss(model, ce, val)
+        self._epochs("stage 1", meta, tc, meta["val_loss"])
         self.head = head.requires_grad_(False)
         return self.head
 
