@@ -337,7 +337,8 @@ def claims(cfg: DecompositionConfig, t: dict[str, pd.DataFrame]) -> dict[str, di
     extra |= {f"{st.description}, decomposer's programs": _measured(t, st, "decomposer's programs")
               for st in cfg.settings}
     if cfg.runs_paper_lr:
-        extra[f"{main.description}, true programs, every small stage at the paper's lr {cfg.head_lr:g}"] = \
+        extra[f"{main.description}, true programs, stage 1 and every small stage at the paper's lr ({cfg.lr:g}, "
+              f"{cfg.head_lr:g})"] = \
             _measured(t, main, "true programs", PAPER_LR)
     for label, entries in extra.items():
         for cid, entry in entries.items():
