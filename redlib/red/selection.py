@@ -29,9 +29,10 @@ from .stages import Stages
 # the kinds tried together; a later round trains on the modules an earlier round chose
 ROUNDS = (("stage1",), ("expert", "residual", "code", "router", "head_all"), ("gate", "joint", "code_gate"))
 PER_DOMAIN = ("expert", "residual", "code")
-KIND_NAMES = {"stage1": "stage 1 (encoder top + global head)", "expert": "classifier experts E_i", "residual": "RED residuals", "code": "code experts",
-              "router": "router", "head_all": "global head on all of train", "gate": "softmax MoE gate",
-              "joint": "RED stage 4 (joint)", "code_gate": "code MoE gate"}
+KIND_NAMES = {"stage1": "stage 1 (encoder top + global head)", "expert": "classifier experts E_i",
+              "residual": "RED residuals", "code": "code experts", "router": "router",
+              "head_all": "global head on all of train", "gate": "softmax MoE gate", "joint": "RED stage 4 (joint)",
+              "code_gate": "code MoE gate"}
 
 
 @dataclass
