@@ -99,7 +99,7 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
         per["seconds"] = [seconds.get((f"{data.namespace}/{k}", lr), 0.0) for k, lr in zip(per["kind"], per["lr"])]
         chosen.update(_best(per))
         rows.append(per)
-        if base is None:
+        if base is None:  # the encoder holds the last try's weights: load the chosen stage 1 (a cache hit) into it
             base = Stages(cfg, data, encoder, store, seed, lrs={"stage1": chosen["stage1"]})
             base.base()
             base.features()
