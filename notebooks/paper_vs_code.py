@@ -173,8 +173,9 @@ glue_values(in_our_runs)
 #   Qwen3-0.6B). Here each stage kind, stage 1 included, takes its rate from one grid, chosen on the first seed's
 #   validation loss, the same grid for every method, and a kind whose best is the grid's largest rate is tried
 #   one rate up, then another, by the same rule (each page shows the choice); 1e-4 for every stage is
-#   `head_lr_grid="none"`, and the step decomposition shows it beside the claims. *In our runs:* single
-#   steps, RED at the chosen rates and at the paper's {glue:text}`pvc_lr_check`.
+#   `head_lr_grid="none"`, and the step decomposition shows it beside the claims; Task 1 and Task 2 show
+#   stage 1 at the paper's rate beside the chosen one, on every seed (`stage1_paper_beside`). *In our runs:*
+#   single steps, RED at the chosen rates and at the paper's {glue:text}`pvc_lr_check`.
 #
 # ## The routing experiments and MNIST
 #

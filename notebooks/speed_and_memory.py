@@ -141,11 +141,15 @@ if bench and "features_cache" in bench and "throughput" in bench:
 # ## Notebooks, cold
 #
 # Each notebook executed by papermill, in book order, into a fresh results folder with an empty stage
-# cache, then the strict HTML build; the peak memory is the kernel's maximum resident set size. The
+# cache (a page that builds on others' stages starts warm, from theirs), then the strict HTML build;
+# the peak memory is the kernel's maximum resident set size, and with its workers where recorded. The
 # smoke profile is timed over several such cold passes (median, min-max); the full profile once, as a
 # repetition costs as long again, so its times carry no spread. A page changed since the last whole
 # bench can be re-timed alone (`make bench BENCH_ARGS="--notebooks NAME"`): the `commit` column says
 # which code each time was measured at, and the whole-book total is then the sum of the parts.
+# A time is today's only where both last columns say yes: the page's parameters are today's, and the
+# timed run computed what the published page shows (the same claims bit for bit, where the bench
+# recorded them; else the same code by git, between the two commits).
 
 # %% tags=["hide-input"]
 if bench:
@@ -156,7 +160,9 @@ if bench:
     nbt = report.notebooks(bench)
     if len(nbt):
         results.table("notebooks", nbt)
-        display(plots.styled(nbt, precision=1, hide_index=True, caption="Each notebook's cold run, per profile"))
+        for prof, part in nbt.groupby("profile", sort=False):  # "ran as published" speaks of the full profile only
+            part = part.drop(columns=["profile"] + ([report.SAME_CODE] if prof != "full" else []))
+            display(plots.styled(part, precision=1, hide_index=True, caption=f"Each notebook's cold run, {prof} profile"))
     for upd in bench.get("page_updates", []):
         display(Markdown(f"Re-timed alone at commit `{upd['git_commit'][:12]}` ({upd['at']}, {upd['profile']} profile): "
                          + ", ".join(f"`{n}`" for n in upd["notebooks"]) + "."))

@@ -65,6 +65,7 @@ number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 
 digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "iid", "isolated", "iid,isolated" or "isolated,iid"; None: the profile's value (smoke "none", full "none")
 dataset_size = None  # train/val/test sizes: "final" 64k/8k/8k (the paper's final setup, 4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250; None: the profile's value (smoke "tiny", full "final")
 extension_seeds = 1  # seeds each extension setting runs (the claims' setting runs n_seeds)
+stage1_paper_beside = None  # also run the claims' setting with stage 1 at the paper's rate (`lr`) and every other stage kind chosen on it, on all n_seeds, as an extension; None: the profile's value (smoke False, full False)
 step_mix = "2:0.2,3:0.4,4:0.4"  # share of programs per number of steps (the paper's decomposer data: 20/40/40%)
 n_phrasings = 4  # phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you subtract b from a ..."
 op_samples = None  # single-step training samples per operation (the paper: 20k); None: the profile's value (smoke 1000, full 20000)
@@ -80,7 +81,7 @@ from IPython.display import Markdown, display
 from redlib.book import ledger, pages, plots, runner
 from redlib.book.glue import glue_values
 from redlib.core.store import Store
-from redlib.experiments import decomposition, ranges
+from redlib.experiments import decomposition, range_tables, ranges
 
 store = Store()
 cfg, results, bb = pages.start_range_task("step_decomposition", globals(), store)
@@ -119,7 +120,7 @@ plots.styled(t["op_experts"].groupby(["run", "method"], sort=False)[["accuracy",
 
 # %% tags=["hide-input"]
 plots.lr_selection(t)
-plots.styled(ranges.epochs_table(t["epochs"], by=("stage",)), precision=1, caption="Epochs run and best epoch (mean "
+plots.styled(range_tables.epochs_table(t["epochs"], by=("stage",)), precision=1, caption="Epochs run and best epoch (mean "
              "over seeds) per stage, the cap and patience, and the runs still improving at the cap")
 
 # %% [markdown]

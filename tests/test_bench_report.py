@@ -82,6 +82,12 @@ def test_a_timing_says_whether_it_ran_todays_profile():
     assert report.current_profile("toy_experiments", "full", {**now, "results_dir": "elsewhere"}) == "yes"
     assert report.current_profile("toy_experiments", "full", None) == "not recorded"
     assert report.current_profile("no_such_page", "full", now) == "page no longer exists"
+    sd = report.config_for("step_decomposition").from_params(profile="full").asdict()  # a switch added since, and off
+    assert report.current_profile("step_decomposition", "full", {k: v for k, v in sd.items()
+                                                                  if k != "stage1_paper_beside"}) == "yes"
+    t2 = report.config_for("task2_mixed").from_params(profile="full").asdict()  # a switch added since, and on
+    assert report.current_profile("task2_mixed", "full", {k: v for k, v in t2.items()
+                                                           if k != "stage1_paper_beside"}) == "no: stage1_paper_beside"
 
 
 def test_every_experiment_page_has_one_budget_and_the_bench_judges_it(bench):
@@ -137,3 +143,14 @@ def test_a_budget_that_stage_1_alone_exceeds_says_so_with_its_size():
     shorter = {**timing, "stage_seconds": {"mnist/stage1": 30.0 * budget, "mnist/expert": 20.0 * budget}}
     (row,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": shorter}}}})
     assert row["met"] == "no" and "stage 1 alone" not in row[report.WHERE]
+
+
+def test_a_timing_says_whether_it_computed_what_the_published_page_shows():
+    import json
+
+    doc = json.loads((project_root() / "results" / "full" / "task2_mixed" / "claims.json").read_text())
+    assert report.same_code("task2_mixed", {"claims_sha256": doc["sha256"]["claims"]}) == "yes (same claims)"
+    assert report.same_code("task2_mixed", {"claims_sha256": "0" * 64}) == "no (other claims)"
+    assert report.same_code("task2_mixed", {}) == "cannot tell"  # neither claims nor a commit recorded
+    published = doc["provenance"]["git_commit"]
+    assert report.same_code("task2_mixed", {"git_commit": published}) == "yes (same commit)"

@@ -136,3 +136,15 @@ def test_an_upper_bound_above_a_ceiling_is_inconclusive_not_a_failure():
     assert ledger.verdict(claim, below) == "holds" and ledger.note(claim, below) == ""
     measured = measure.bound([10.1], 0.0, 6.5)  # the quantity itself, not a bound of it: above the ceiling fails
     assert ledger.verdict(claim, measured) == "does not hold"
+
+
+def test_the_verdicts_an_extension_would_change_are_named_with_both_verdicts():
+    main = {"value": 0.99, "per_seed": [0.99, 0.99, 0.99], "run": "iid"}
+    same, low = dict(main), {**main, "value": 0.05, "per_seed": [0.05, 0.05, 0.05]}
+    measured = {"t1.red.acc": {**main, "extensions": {"beside": low, "alike": same}}}
+    before, after = ledger.verdict(load_claims()["t1.red.acc"], main), ledger.verdict(load_claims()["t1.red.acc"], low)
+    assert before != after
+    assert ledger.verdicts_beside(measured, "beside") == f"t1.red.acc {before} → {after}"
+    assert ledger.verdicts_beside(measured, "alike") == "no verdict differs"
+    assert ledger.verdicts_beside(measured, "other") == "not measured"
+    assert ledger.verdicts_beside(measured, None) == "not run"

@@ -169,6 +169,9 @@ def test_costs_are_read_from_the_pages_own_runs_and_count_their_runs(tmp_path):
     times = published_costs(["task1_addition", "mnist_label5", "task2_mixed"], "full", tmp_path)
     assert dict(times.groupby("page")["runs"].first()) == {"mnist_label5": 5, "task1_addition": 5}
     assert cost.timed_runs({"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs"}) == 9
+    beside = {"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs", "extension_seeds": 1}
+    assert cost.timed_runs({**beside, "stage1_paper_beside": True, "head_lr_grid": "0.0001,0.001"}) == 8  # 3 more
+    assert cost.timed_runs({**beside, "stage1_paper_beside": True, "head_lr_grid": "none"}) == 5  # not run then
     c = pd.DataFrame([{"backbone": "embedded", "RED share of backbone": 0.02, "router share of compute": 0.001,
                        "MoE / RED expert parameters": 2.0},
                       {"backbone": "Qwen3-0.6B shape", "RED share of backbone": 0.005, "router share of compute": 1e-4,

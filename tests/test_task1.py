@@ -3,10 +3,13 @@
 import numpy as np
 import pytest
 
+from redlib.core.config import ParameterError
 from redlib.core.store import Store
 from redlib.experiments import ranges, task1
+from redlib.experiments.decomposition import DecompositionConfig
 from redlib.models.backbone import Backbone
 from redlib.red import methods
+from redlib.red.selection import LrChoice
 
 
 @pytest.fixture(scope="module")
@@ -58,12 +61,28 @@ def test_case_study_routes_each_query(tiny_run):
 
 def test_settings_put_the_claims_setting_first_and_add_digits_on_pairs():
     cfg = task1.Task1Config.from_params(profile="smoke")
-    assert [st.label for st in cfg.settings] == ["iid", "pairs", "pairs, digits"]
+    assert [st.label for st in cfg.settings] == ["iid", "pairs", "pairs, digits", "iid, stage 1 at paper lr"]
     assert cfg.settings[2].description.endswith("digit-spaced numbers")
-    none = task1.Task1Config.from_params(profile="smoke", digits_variant_on="none", splits_reported="iid")
+    assert "stage 1 at the paper's learning rate" in cfg.settings[3].description
+    full = task1.Task1Config.from_params(profile="full")  # the paper's stage-1 rate on every seed of the protocol
+    assert [full.seeds_for(st) for st in full.settings] == [[0, 1, 2], [0], [0], [0, 1, 2]]
+    none = task1.Task1Config.from_params(profile="smoke", digits_variant_on="none", splits_reported="iid",
+                                         stage1_paper_beside=False)
     assert [st.label for st in none.settings] == ["iid"]
+    paper = task1.Task1Config.from_params(profile="smoke", head_lr_grid="none")  # stage 1 at the paper's rate already
+    assert [st.label for st in paper.settings] == ["iid", "pairs", "pairs, digits"]
     digits = task1.Task1Config.from_params(profile="smoke", number_format="digits")  # no variant of a variant
-    assert [st.label for st in digits.settings] == ["iid, digits", "pairs, digits"]
+    assert [st.label for st in digits.settings] == ["iid, digits", "pairs, digits", "iid, digits, stage 1 at paper lr"]
+
+
+def test_the_stage_1_extension_needs_its_own_choice_and_is_refused_where_it_runs_already():
+    st = ranges.Setting("iid", stage1=ranges.STAGE1_PAPER)
+    with pytest.raises(ValueError, match="beside"):
+        ranges.lrs_for(LrChoice({"stage1": 3e-4}), st)
+    choice = LrChoice({"stage1": 3e-4}, beside=LrChoice({"stage1": 1e-4}))
+    assert ranges.lrs_for(choice, st) == {"stage1": 1e-4} and ranges.lrs_for(choice, ranges.Setting("iid")) == {"stage1": 3e-4}
+    with pytest.raises(ParameterError, match="'stage1_paper_beside' must be False on the step decomposition"):
+        DecompositionConfig.from_params(profile="smoke", stage1_paper_beside=True)
 
 
 def test_tokenization_table_counts_digit_tokens(tiny_qwen):

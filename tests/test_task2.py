@@ -6,7 +6,7 @@ import pytest
 from redlib.core.claims import load_claims
 from redlib.core.config import ParameterError
 from redlib.core.store import Store
-from redlib.experiments import ranges, task2
+from redlib.experiments import range_tables, ranges, task2
 from redlib.models.backbone import Backbone
 from redlib.tasks.mixed import PHRASINGS
 
@@ -14,17 +14,18 @@ from redlib.tasks.mixed import PHRASINGS
 @pytest.fixture(scope="module")
 def tiny_tables(tiny_qwen, tmp_path_factory):
     cfg = task2.Task2Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
-                                        head_lr=1e-2)
+                                        head_lr_grid="0.01", head_lr_extend=0)
     store = Store(tmp_path_factory.mktemp("cache"))
     bb = Backbone(cfg.backbone, cfg.k_trainable)
-    tables = [task2.evaluate(ranges.run(cfg, 0, st, bb, store)) for st in cfg.settings]
-    return cfg, {name: pd.concat([tb[name] for tb in tables]) for name in tables[0]}
+    choice = ranges.choose(cfg, bb, store)
+    tables = [task2.evaluate(ranges.run(cfg, 0, st, bb, store, ranges.lrs_for(choice, st))) for st in cfg.settings]
+    return cfg, ranges.stack(tables) | ranges.selection_tables(choice)
 
 
 def test_scores_by_operations_and_phrasing(tiny_tables):
     cfg, t = tiny_tables
     ov = t["overall"]
-    assert set(ov["run"]) == {"iid", "isolated"}
+    assert set(ov["run"]) == {"iid", "isolated", "iid, stage 1 at paper lr"}
     ops = task2.by_operations(ov)
     assert list(ops.columns) == [1, 2] and ops.stack().between(0, 1).all()  # the default mix: one or two operations
     phr = task2.by_phrasing(ov, "iid")
@@ -38,6 +39,22 @@ def test_claims_cover_every_task2_id_with_isolated_as_extension(tiny_tables):
     assert measured["t2.red.acc"]["run"] == "iid"
     assert ranges.SPLIT_LABELS["isolated"] in measured["t2.red.acc"]["extensions"]
     assert len(measured["t2.red.per_range"]["value"]) == 5
+
+
+def test_the_stage_1_extension_trains_stage_1_at_the_paper_rate_on_the_claims_data(tiny_tables):
+    cfg, t = tiny_tables
+    ext = next(st for st in cfg.settings if st.stage1 == ranges.STAGE1_PAPER)
+    assert (ext.split, ext.number_format) == (cfg.settings[0].split, cfg.settings[0].number_format)
+    ep = t["epochs"].set_index(["run", "stage"])["lr"]
+    assert ep[(ext.label, "stage 1")].item() == cfg.lr and ep[("iid", "stage 1")].item() == 0.01
+    beside = t["lr_selection_stage1_paper"]  # every other kind chosen again on that stage 1, by the same rule
+    assert "stage 1 (encoder top + global head)" not in set(beside["stage kind"]) and beside["chosen"].sum() > 0
+    assert ext.description in task2.claims(cfg, t)["t2.red.acc"]["extensions"]
+    words = range_tables.stage1_beside("t2", cfg, t)["t2_stage1_beside"]
+    assert f"at {cfg.lr:g}" in words and "against" in words and "at 0.01 chosen" in words and "RED " in words
+    assert ext.label not in set(task2.data_table(cfg)["run"])  # the same data as the claims' setting
+    off = task2.Task2Config.from_params(profile="smoke", stage1_paper_beside=False)
+    assert range_tables.stage1_beside("t2", off, t)["t2_stage1_beside"].startswith("not run")
 
 
 def test_data_table_measures_the_train_test_overlap():
@@ -61,10 +78,14 @@ def test_a_stage_still_improving_at_its_cap_is_counted_and_named():
         {"run": "iid", "stage": "residual R1", "epochs run": 60, "best epoch": 58, "max epochs": 60, "patience": 3},
         {"run": "iid", "stage": "residual R1", "epochs run": 40, "best epoch": 36, "max epochs": 60, "patience": 3},
         {"run": "iid", "stage": "router", "epochs run": 60, "best epoch": 56, "max epochs": 60, "patience": 3}])
-    table = ranges.epochs_table(epochs)
+    table = range_tables.epochs_table(epochs)
     assert table["still improving at the cap"].tolist() == [1, 0] and table["runs"].tolist() == [2, 1]
-    assert ranges.capped_stages(epochs) == "iid: residual R1 1/2"
-    assert ranges.capped_stages(epochs.iloc[1:]) == "no stage"
+    assert range_tables.capped_stages(epochs) == "iid: residual R1 1/2"
+    assert range_tables.capped_stages(epochs.iloc[1:]) == "no stage"
+    fit = epochs.assign(**{"val loss": [1e-6, 0.5, 0.2]})  # the capped run is already fit on validation
+    assert range_tables.capped_stages(fit) == ("iid: residual R1 1/2 (1 of these 1 runs end at a validation loss "
+                                               "under 0.001: already fit, their loss can only creep towards zero)")
+    assert range_tables.capped_stages(fit.assign(**{"val loss": 0.5})) == "iid: residual R1 1/2"
 
 
 def test_found_gives_every_value_the_prose_pastes(tiny_tables):
@@ -78,5 +99,7 @@ def test_found_gives_every_value_the_prose_pastes(tiny_tables):
     values = task2.found(cfg, t, {cid: "holds" for cid in task2.claims(cfg, t)})
     prose = (project_root() / "notebooks" / "task2_mixed.py").read_text()
     named = set(re.findall(r"\{glue:text\}`(\w+)", prose))
-    assert named <= set(values), named - set(values)
+    glued_in_page = set(re.findall(r'glue_values\(\{"(\w+)"', prose))  # the ledger's words, glued by the page itself
+    assert glued_in_page == {"t2_stage1_verdicts"}
+    assert named <= set(values) | glued_in_page, named - set(values) - glued_in_page
     assert all(isinstance(plain(v), (int, float, str)) for v in values.values())

@@ -101,7 +101,7 @@ def prefix_cache(bench: dict) -> pd.DataFrame:
     return cache
 
 
-CURRENT = "timed with today's profile"
+CURRENT = "today's profile"
 
 
 def notebooks(bench: dict) -> pd.DataFrame:
@@ -111,15 +111,42 @@ def notebooks(bench: dict) -> pd.DataFrame:
         for name, t in block["per_notebook"].items():
             w = t["wall"]
             rows.append({"profile": prof, "notebook": name, "cold passes": w["reps"],
-                         "cold wall s (median)": round(t["wall_seconds"], 1),
-                         "min-max s": f"{w['min']:.1f}-{w['max']:.1f}" if w["reps"] > 1 else "",
-                         "peak kernel memory MiB": t["peak_rss_mb"],
-                         "peak memory with workers MiB": t.get("peak_rss_mb_with_workers") or float("nan"),
-                         "commit": (t.get("git_commit") or "")[:12],
-                         "stage cache at start": "warm (after the pages it builds on)"
-                         if str(t.get("cache_at_start", "")).startswith("warm") else "empty",
-                         CURRENT: current_profile(name, prof, t.get("parameters"))})
+                         "cold wall s (median, min-max)": f"{t['wall_seconds']:.1f}"
+                         + (f" ({w['min']:.1f}-{w['max']:.1f})" if w["reps"] > 1 else ""),
+                         "kernel peak MiB": t["peak_rss_mb"],
+                         "with workers MiB": t.get("peak_rss_mb_with_workers") or float("nan"),
+                         "commit": (t.get("git_commit") or "")[:7],
+                         "cache at start": "warm" if str(t.get("cache_at_start", "")).startswith("warm") else "empty",
+                         CURRENT: current_profile(name, prof, t.get("parameters")),
+                         SAME_CODE: same_code(name, t) if prof == "full" else ""})
     return pd.DataFrame(rows)
+
+
+SAME_CODE = "ran as published"
+
+
+def same_code(notebook: str, timing: dict) -> str:
+    """Whether a full-profile timing ran what the published page ran: by the claims the timed run computed where it
+    recorded them (exact), else by git, the notebook and redlib at the two commits; or why it cannot tell."""
+    import subprocess
+
+    from ..core.runtime import project_root
+
+    root, path = project_root(), project_root() / "results" / "full" / notebook / "claims.json"
+    doc = json.loads(path.read_text()) if path.exists() else {}
+    published, timed = doc.get("provenance", {}).get("git_commit"), timing.get("git_commit")
+    if timing.get("claims_sha256") and doc.get("sha256", {}).get("claims"):
+        same = timing["claims_sha256"] == doc["sha256"]["claims"]
+        return "yes (same claims)" if same else "no (other claims)"
+    if not published or not timed or "+" in published + timed:
+        return "cannot tell"
+    if published == timed:
+        return "yes (same commit)"
+    diff = subprocess.run(["git", "diff", "--quiet", timed, published, "--", "redlib", f"notebooks/{notebook}.py"],
+                          cwd=root, capture_output=True)
+    if diff.returncode not in (0, 1):
+        return "cannot tell"
+    return "yes (same code)" if diff.returncode == 0 else f"no: code changed by {published[:7]}"
 
 
 def current_profile(notebook: str, profile: str, timed: dict | None) -> str:
@@ -131,7 +158,10 @@ def current_profile(notebook: str, profile: str, timed: dict | None) -> str:
     except ParameterError:
         return "page no longer exists"
     ignored = ("results_dir", "device", "workers")  # where results go, and knobs that cannot change a number
-    changed = sorted(k for k in set(now) | set(timed) if k not in ignored and now.get(k) != timed.get(k))
+    # a switch added since the timing and off now leaves the run as it was timed
+    new_and_off = {k for k in now if k not in timed and now[k] is False}
+    changed = sorted(k for k in set(now) | set(timed)
+                     if k not in ignored and k not in new_and_off and now.get(k) != timed.get(k))
     return "yes" if not changed else "no: " + ", ".join(changed)
 
 
@@ -156,7 +186,7 @@ def targets(bench: dict) -> pd.DataFrame:
     nbs = notebooks(bench)
     rows += page_budgets(bench)
     if len(nbs):
-        peak = nbs["peak memory with workers MiB"].fillna(nbs["peak kernel memory MiB"])  # kernel alone: older runs
+        peak = nbs["with workers MiB"].fillna(nbs["kernel peak MiB"])  # kernel alone: older runs
         rows.append(target("peak memory of any notebook (kernel and workers; kernel alone where not recorded)",
                            peak.max() / 1024, goals["peak_rss_gib"], False, "GiB"))
     if "smoke_test_command" in bench:

@@ -232,14 +232,16 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
         subprocess.run([sys.executable, "-m", "redlib", "run", name, "-p", "profile", profile,
                         "-p", "results_dir", str(workdir / "results"), "--output", str(nb_out)],
                        env=env, check=True, cwd=project_root(), capture_output=True)
-        prov = json.loads((workdir / "results" / profile / name / "claims.json").read_text())["provenance"]
+        doc = json.loads((workdir / "results" / profile / name / "claims.json").read_text())
+        prov = doc["provenance"]
         out[name] = {"wall_seconds": time.perf_counter() - t, "kernel_seconds": prov["wall_seconds"],
                      "git_commit": prov.get("git_commit"), "parameters": prov.get("parameters"),
                      "run_options": prov.get("run_options"), "peak_rss_mb": prov["peak_rss_mb"],
                      "peak_rss_mb_with_workers": prov.get("peak_rss_mb_with_workers"),
                      "cpu_seconds": prov.get("cpu_seconds"),
                      "stage_seconds": (prov.get("stages") or {}).get("computed_seconds_by_kind", {}),
-                     "cache_at_start": start}
+                     "cache_at_start": start,
+                     "claims_sha256": (doc.get("sha256") or {}).get("claims")}  # what it computed, to match a page
     return out
 
 

@@ -87,6 +87,18 @@ def verdicts(measured: dict[str, dict[str, Any]], claims_file=None, tol: float =
     return {cid: verdict(claims[cid], entry, tol) for cid, entry in measured.items()}
 
 
+def verdicts_beside(measured: dict[str, dict[str, Any]], extension: str | None, tol: float = VALUE_TOL) -> str:
+    """The claims whose verdict on one extension (its label) differs from the paper's protocol's, in words
+    ("t2.order holds → partly; ..."), that none differs, or that the extension was not run (None)."""
+    if extension is None:
+        return "not run"
+    claims = load_claims()
+    moved = [(cid, verdict(claims[cid], e, tol), verdict(claims[cid], e["extensions"][extension], tol))
+             for cid, e in measured.items() if extension in e.get("extensions", {})]
+    words = "; ".join(f"{cid} {a} → {b}" for cid, a, b in moved if a != b)
+    return words or ("no verdict differs" if moved else "not measured")
+
+
 def _verdict_css(value: Any) -> str:
     """The background of a verdict cell (nothing for other cells)."""
     return f"background-color: {COLOURS[value]}" if value in COLOURS else ""

@@ -290,6 +290,8 @@ def selection_costs(pages: list[str], profile: str = "full", results_dir: str | 
         if not res.exists or not (res.dir / "lr_selection.csv").exists():
             continue
         t, st = res.table("lr_selection"), res.provenance.get("stages") or {}
+        if (res.dir / "lr_selection_stage1_paper.csv").exists():  # the stage-1 extension's own choice
+            t = pd.concat([t, res.table("lr_selection_stage1_paper")], ignore_index=True)
         total = sum((st.get("train_seconds_by_kind") or {}).values())
         spent = float(t["seconds"].sum()) if "seconds" in t else float("nan")
         rows.append({"page": page, "rates tried": t["lr"].nunique(), "stages trained to choose": int(t["stages"].sum()),

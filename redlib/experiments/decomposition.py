@@ -19,7 +19,7 @@ import torch
 
 from ..core import measure
 from ..core.claims import listing, load_claims, verdict_keys
-from ..core.config import MAX_EPOCHS, MAX_SAMPLES, MAX_WIDTH, param
+from ..core.config import MAX_EPOCHS, MAX_SAMPLES, MAX_WIDTH, ParameterError, param
 from ..core.metrics import accuracy, macro_f1
 from ..core.runtime import seed_everything
 from ..core.store import Store
@@ -31,7 +31,7 @@ from ..red.pipeline import RedConfig
 from ..red.selection import LrChoice
 from ..tasks.arithmetic import MIN_SUM
 from ..tasks.mixed import OPS, make_task2, step_pairs, step_text
-from . import ranges
+from . import range_tables, ranges
 from .ranges import Setting
 from .task2 import MixedTaskConfig, spec_for
 
@@ -62,9 +62,11 @@ class DecompositionConfig(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
     NOTEBOOK: ClassVar[str] = "step_decomposition"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "op_samples": 1000,
-                  "tagger_epochs": 3, "tagger_samples": 2000, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+                  "tagger_epochs": 3, "tagger_samples": 2000, "splits_reported": "iid,isolated", "digits_variant_on": "none",
+                  "stage1_paper_beside": False},
         "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "backbone_epochs": 60, "op_samples": 20_000,
-                 "tagger_epochs": 10, "tagger_samples": 4000, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+                 "tagger_epochs": 10, "tagger_samples": 4000, "splits_reported": "iid,isolated", "digits_variant_on": "none",
+                 "stage1_paper_beside": False},
     }
 
     def check(self) -> None:
@@ -74,6 +76,9 @@ class DecompositionConfig(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
         self.require_at_most(MAX_EPOCHS, "tagger_epochs")
         self.require_at_most(MAX_SAMPLES, "op_samples", "tagger_samples")
         self.require_finite("tagger_lr")
+        if self.stage1_paper_beside:
+            raise ParameterError("parameter 'stage1_paper_beside' must be False on the step decomposition: its "
+                                 "paper-lr extension (paper_lrs_beside) already runs stage 1 at the paper's rate")
 
     def data_words(self) -> str:
         return (f"step mix `{self.step_mix}`, {self.op_samples} training steps per operation, the decomposer trained "
@@ -384,8 +389,8 @@ def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str
         "sd_patience": cfg.patience,
         "sd_residual_lr": listing(residual.groupby("stage", sort=False)["lr"].first().map(lambda x: f"{x:g}")),
         "sd_residual_epochs": residual["epochs run"].mean(), "sd_residual_best": residual["best epoch"].mean(),
-        "sd_residual_capped": int(ranges.epochs_table(residual, by=("stage",))["still improving at the cap"].sum()),
-        "sd_residual_stages": len(residual), "sd_capped": ranges.capped_stages(ep, by=("stage",)),
+        "sd_residual_capped": int(range_tables.epochs_table(residual, by=("stage",))["still improving at the cap"].sum()),
+        "sd_residual_stages": len(residual), "sd_capped": range_tables.capped_stages(ep, by=("stage",)),
         **{f"sd_paperlr_{k}": f"{true[m + paper_lr]:.3f}" if paper_lr else "not run" for m, k in PAPER_KEYS.items()},
         "sd_paperlr_single": f"{single['RED (true range)' + paper_lr]:.3f}" if paper_lr else "not run",
         **verdict_keys("sd", v),

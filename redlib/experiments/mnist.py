@@ -26,7 +26,8 @@ from ..red.encoders import ImageEncoder
 from ..red.pipeline import RedConfig, RedRun, TaskData, balanced_subsample, run_red
 from ..red.selection import LrChoice
 from ..tasks.mnist import DOMAIN_NAMES, N_CLASSES, Arrays, check_idx_dir, domain_of, splits, to_tensor
-from .ranges import METHOD_KEYS, ORDER, capped_stages
+from .range_tables import capped_stages
+from .ranges import METHOD_KEYS, ORDER
 
 NAMESPACE = "mnist"
 FORMS = ("paper", "code")

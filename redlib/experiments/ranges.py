@@ -21,7 +21,7 @@ from ..core.config import MAX_SEEDS, ParameterError, param
 from ..core.metrics import confusion
 from ..core.runtime import resolve_device
 from ..core.store import Store
-from ..core.train import progress_enabled, still_improving
+from ..core.train import progress_enabled
 from ..models.backbone import Backbone, BackboneError, block_count, resolve_backbone
 from ..red import methods, selection
 from ..red.encoders import TextEncoder
@@ -43,22 +43,30 @@ METHOD_KEYS = {"red": "RED", "moe": "softmax MoE", "global": "global head", "uni
 NEAR = 2  # an error within this many of the true answer is a near miss
 
 
+STAGE1_PAPER = "paper"  # Setting.stage1 of the extension whose stage 1 trains at the paper's rate
+
+
 @dataclass(frozen=True)
 class Setting:
-    """One data setting a page measures: a split and a number format."""
+    """One data setting a page measures: a split and a number format (and, for one extension, stage 1 held at the
+    paper's learning rate instead of the chosen one)."""
 
     split: str
     number_format: str = "whole"
+    stage1: str = "chosen"  # "chosen" (on validation loss, as every stage kind) or STAGE1_PAPER
 
     @property
     def label(self) -> str:
-        """Short name, the `run` column of the tables: "iid", "pairs", "pairs, digits"."""
-        return self.split if self.number_format == "whole" else f"{self.split}, {self.number_format}"
+        """Short name, the `run` column of the tables: "iid", "pairs", "pairs, digits", "iid, stage 1 at paper lr"."""
+        data = self.split if self.number_format == "whole" else f"{self.split}, {self.number_format}"
+        return data + (", stage 1 at paper lr" if self.stage1 == STAGE1_PAPER else "")
 
     @property
     def description(self) -> str:
         """Long name, for the ledger's extension columns."""
-        return SPLIT_LABELS[self.split] + (", digit-spaced numbers" if self.number_format == "digits" else "")
+        return (SPLIT_LABELS[self.split] + (", digit-spaced numbers" if self.number_format == "digits" else "")
+                + (", stage 1 at the paper's learning rate, every other stage kind chosen on it"
+                   if self.stage1 == STAGE1_PAPER else ""))
 
 
 SIZES = {"final": (64_000, 8_000, 8_000), "first": (20_000, 2_500, 2_500), "tiny": (2_000, 250, 250)}
@@ -88,6 +96,9 @@ class RangeTaskConfig:
     dataset_size: str | None = param(None, "train/val/test sizes: \"final\" 64k/8k/8k (the paper's final setup, "
                                            '4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250')
     extension_seeds: int = param(1, "seeds each extension setting runs (the claims' setting runs n_seeds)")
+    stage1_paper_beside: bool | None = param(None, "also run the claims' setting with stage 1 at the paper's rate "
+                                                   "(`lr`) and every other stage kind chosen on it, on all n_seeds, as "
+                                                   "an extension")
 
     SIZES: ClassVar[dict[str, tuple[int, int, int]]] = SIZES
     NAMESPACE: ClassVar[str] = ""  # the task's stage-cache namespace ("task1", "task2")
@@ -115,20 +126,35 @@ class RangeTaskConfig:
         """Every (split, number format) measured: the claims' setting first, then the extensions."""
         splits = [self.split] + [s for s in str(self.splits_reported).split(",") if s != self.split]
         extra = str(self.digits_variant_on).split(",") if self.number_format == "whole" else []
-        return [Setting(sp, self.number_format) for sp in splits] + [Setting(sp, "digits") for sp in extra if sp in splits]
+        beside = [Setting(self.split, self.number_format, STAGE1_PAPER)] if self.stage1_beside() else []
+        return ([Setting(sp, self.number_format) for sp in splits] + [Setting(sp, "digits") for sp in extra if sp in splits]
+                + beside)
+
+    def stage1_beside(self) -> bool:
+        """Whether the page runs the extension with stage 1 at the paper's rate (only when stage 1 is chosen at all)."""
+        return bool(self.stage1_paper_beside) and bool(self.lr_grid())
+
+    def stage1_description(self) -> str | None:
+        """The stage-1 extension's label in the claims' extensions (None where it does not run)."""
+        return next((st.description for st in self.settings if st.stage1 == STAGE1_PAPER), None)
 
     def seeds_for(self, setting: Setting) -> list[int]:
-        """The seeds a setting runs: all `n_seeds` on the claims' setting (the paper's protocol), the first
-        `extension_seeds` on each extension."""
-        n = len(self.seeds) if setting == self.settings[0] else self.extension_seeds
-        return list(range(self.seed, self.seed + n))
+        """The seeds a setting runs: all `n_seeds` on the claims' setting (the paper's protocol) and on the stage-1
+        extension (the paper's stage-1 rate under that protocol: its verdicts are read beside the claims'), the first
+        `extension_seeds` on each other extension."""
+        paper = setting == self.settings[0] or setting.stage1 == STAGE1_PAPER
+        return list(range(self.seed, self.seed + (len(self.seeds) if paper else self.extension_seeds)))
 
     def runs_label(self) -> str:
         """Which seeds run on which setting, in words: the paper's protocol first, then the extensions."""
         main, *ext = self.settings
         text = f"seeds {self.seeds_for(main)} on the {main.label} setting (the paper's protocol)"
+        beside = [st for st in ext if st.stage1 == STAGE1_PAPER]
+        ext = [st for st in ext if st not in beside]
+        if beside:
+            text += f", and on it with stage 1 at the paper's rate ({beside[0].label})"
         if ext:
-            text += (f"; seeds {self.seeds_for(ext[0])} on each extension ({', '.join(st.label for st in ext)}; "
+            text += (f"; seeds {self.seeds_for(ext[0])} on each other extension ({', '.join(st.label for st in ext)}; "
                      "`extension_seeds` runs more)")
         return text
 
@@ -136,6 +162,12 @@ class RangeTaskConfig:
     def sizes(self) -> tuple[int, int, int]:
         """Train, val and test samples."""
         return self.SIZES[str(self.dataset_size)]
+
+    def dataset_fields(self, seed: int, setting: Setting) -> dict[str, Any]:
+        """What every dataset spec takes from the page: its sizes, the setting's split and number format, the seed."""
+        n_train, n_val, n_test = self.sizes
+        return {"n_train": n_train, "n_val": n_val, "n_test": n_test, "split": setting.split, "seed": seed,
+                "number_format": setting.number_format}
 
     def data_words(self) -> str:
         """What the page's data are, in a few words (the page's opening line)."""
@@ -220,10 +252,11 @@ def run_on(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: 
 
 
 def choose_on(cfg: RedConfig, namespace: str, frames: dict[str, pd.DataFrame], key: dict, bb: Backbone, store: Store,
-              domain: Domain = RANGES) -> LrChoice:
-    """Every stage kind's learning rate, chosen on the validation loss of these frames (`red/selection.py`)."""
+              domain: Domain = RANGES, stage1_lr: float | None = None) -> LrChoice:
+    """Every stage kind's learning rate, chosen on the validation loss of these frames (`red/selection.py`); stage 1
+    at `stage1_lr` if given."""
     data, texts = task_data(namespace, frames, key, domain)
-    return selection.select(cfg, data, TextEncoder(bb, texts, store, namespace), store, cfg.seed)
+    return selection.select(cfg, data, TextEncoder(bb, texts, store, namespace), store, cfg.seed, stage1_lr)
 
 
 def run(cfg: RangeTaskConfig, seed: int, setting: Setting, bb: Backbone, store: Store,
@@ -232,9 +265,29 @@ def run(cfg: RangeTaskConfig, seed: int, setting: Setting, bb: Backbone, store: 
     return run_on(cfg, cfg.NAMESPACE, seed, setting, *cfg.frames(seed, setting), bb, store, lrs=lrs)
 
 
-def choose(cfg: RangeTaskConfig, bb: Backbone, store: Store) -> LrChoice:
-    """A range task's learning rate per stage kind, chosen on validation loss (the first seed, the claims' setting)."""
-    return choose_on(cfg, cfg.NAMESPACE, *cfg.frames(cfg.seed, cfg.settings[0]), bb, store)
+def choose(cfg: RangeTaskConfig, bb: Backbone, store: Store, beside: bool = True) -> LrChoice:
+    """A range task's learning rate per stage kind, chosen on validation loss (the first seed, the claims' setting);
+    with the stage-1 extension (and `beside`), the same choice with stage 1 at the paper's rate as `.beside`."""
+    frames = cfg.frames(cfg.seed, cfg.settings[0])
+    choice = choose_on(cfg, cfg.NAMESPACE, *frames, bb, store)
+    if beside and cfg.stage1_beside():
+        choice.beside = choose_on(cfg, cfg.NAMESPACE, *frames, bb, store, stage1_lr=cfg.lr)
+    return choice
+
+
+def lrs_for(choice: LrChoice, setting: Setting) -> dict[str, float]:
+    """The learning rates a setting's runs train at: the page's choice, or for the stage-1 extension the choice made
+    with stage 1 at the paper's rate."""
+    if setting.stage1 == STAGE1_PAPER:
+        if choice.beside is None:
+            raise ValueError("the stage-1 extension needs the choice made beside it: ranges.choose(..., beside=True)")
+        return choice.beside.lrs
+    return choice.lrs
+
+
+def selection_tables(choice: LrChoice) -> dict[str, pd.DataFrame]:
+    """The result tables of a page's learning-rate choice: `lr_selection`, and `lr_selection_stage1_paper` beside it."""
+    return {"lr_selection": choice.table} | ({"lr_selection_stage1_paper": choice.beside.table} if choice.beside else {})
 
 
 def evaluate(r: RangeRun, subsets: dict[str, np.ndarray] | None = None) -> dict[str, pd.DataFrame]:
@@ -293,53 +346,6 @@ def with_extensions(main: dict[str, dict], others: dict[Setting, dict[str, dict]
     return main
 
 
-def verdict_tally(v: dict[str, str]) -> str:
-    """How many claims got each verdict, in words: "7 holds, 2 partly, 11 does not hold" -> "verdicts: ..."."""
-    return "verdicts: " + ", ".join(f"{k} {n}" for k, n in pd.Series(v).value_counts().items())
-
-
-def near_miss_words(overall: pd.DataFrame, method: str) -> str:
-    """One method's share of errors within ±NEAR per setting, in words ("no errors" where it made none)."""
-    near = overall[overall["method"] == method].groupby("run", sort=False)[f"errors within ±{NEAR}"].mean()
-    return ", ".join(f"{r} {'no errors' if pd.isna(x) else f'{x:.0%}'}" for r, x in near.items())
-
-
-def overall_summary(overall: pd.DataFrame, prefix: str, extra: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Mean and sd over seeds of accuracy, macro-F1 and boundary accuracy (and `extra` columns) per setting and
-    method, beside the paper's."""
-    paper = load_claims()
-    summary = overall.groupby(["run", "method"], sort=False)[["accuracy", "macro_f1", "boundary_accuracy", *extra]].agg(
-        ["mean", "std"])
-    summary.columns = [f"{m} {s}" for m, s in summary.columns]
-    for col, suffix in (("paper accuracy", "acc"), ("paper macro-F1", "f1")):
-        summary[col] = [paper.get(f"{prefix}.{PAPER_KEYS.get(m, '-')}.{suffix}", {}).get("paper") for _, m in summary.index]
-    return summary.dropna(axis=1, how="all")
-
-
-def per_range_table(per_range: pd.DataFrame, run_label: str) -> pd.DataFrame:
-    """Accuracy per method (rows) and range (columns) in one setting (its label), mean over seeds."""
-    main = per_range[per_range["run"] == run_label]
-    return main.pivot_table(index="method", columns="range", values="accuracy", aggfunc="mean", sort=False)
-
-
-def range_intervals(per_range: pd.DataFrame, method: str, seed: int) -> pd.DataFrame:
-    """One method's accuracy per range in each setting for one seed, with distinct inputs and the 95% Wilson interval."""
-    sel = per_range[(per_range["method"] == method) & (per_range["seed"] == seed)]
-    return sel[["run", "range", "accuracy", "distinct inputs", "ci95 low", "ci95 high"]]
-
-
-def near_misses(overall: pd.DataFrame) -> pd.DataFrame:
-    """Share of each method's errors within ±NEAR of the true answer, per setting (mean over seeds)."""
-    return overall.pivot_table(index="method", columns="run", values=f"errors within ±{NEAR}", sort=False)
-
-
-def paper_per_range(columns, prefix: str) -> pd.DataFrame:
-    """The paper's per-range accuracy of the four methods it reports, as rows 'paper: <method>'."""
-    paper = load_claims()
-    return pd.DataFrame({f"paper: {m}": paper[f"{prefix}.{k}.per_range"]["paper"] for m, k in PAPER_KEYS.items()},
-                        index=columns).T
-
-
 def confusions(r: RangeRun, overall: pd.DataFrame) -> dict[str, pd.DataFrame]:
     """Confusion matrices (true vs predicted answer) of the best and the worst deployable method on one run's test part."""
     preds = methods.predict(r.red)
@@ -349,27 +355,3 @@ def confusions(r: RangeRun, overall: pd.DataFrame) -> dict[str, pd.DataFrame]:
     y_true, answers = r.frames["test"]["label"].to_numpy() + MIN_SUM, list(range(MIN_SUM, MIN_SUM + N_CLASSES))
     return {f"{m} (accuracy {acc[m]:.3f})": confusion(y_true, preds[m][0] + MIN_SUM, labels=answers)
             for m in (acc.idxmax(), acc.idxmin())}
-
-
-def epochs_table(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage")) -> pd.DataFrame:
-    """Per stage (and setting): epochs run and best epoch (0-based; mean over seeds), the cap and patience it ran
-    under, and in how many runs it was still improving at the cap (its best epoch within `patience` of the cap)."""
-    capped = epochs.assign(at_cap=still_improving(epochs["best epoch"], epochs["max epochs"], epochs["patience"]))
-    lr = {"lr": ("lr", "first")} if "lr" in epochs else {}
-    out = capped.groupby(list(by), sort=False).agg(
-        **lr, **{"epochs run": ("epochs run", "mean"), "best epoch": ("best epoch", "mean"),
-           "max epochs": ("max epochs", "first"), "patience": ("patience", "first"), "runs": ("at_cap", "size"),
-           "still improving at the cap": ("at_cap", "sum")})
-    return out.astype({"max epochs": int, "patience": int, "runs": int, "still improving at the cap": int})
-
-
-def capped_stages(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage")) -> str:
-    """The stages still improving at their cap in some run, per setting, as 'stage runs-at-cap/runs' ('no stage'
-    when none)."""
-    table = epochs_table(epochs, by)
-    hit = table[table["still improving at the cap"] > 0]
-    words = [(k[:-1], k[-1]) if isinstance(k, tuple) else ((), k) for k in hit.index]
-    groups: dict[tuple, list[str]] = {}
-    for (setting, stage), n, r in zip(words, hit["still improving at the cap"], hit["runs"]):
-        groups.setdefault(setting, []).append(f"{stage} {n}/{r}")
-    return "; ".join((f"{' / '.join(map(str, g))}: " if g else "") + ", ".join(v) for g, v in groups.items()) or "no stage"

@@ -126,7 +126,7 @@ def choose(cfg: RobustnessConfig, task: str, store: Store, bb: Backbone | None =
     src = cfg.sources()[task]
     if task == "mnist":
         return mnist.choose(src, store)
-    return ranges.choose(src, bb, store)
+    return ranges.choose(src, bb, store, beside=False)  # it reuses the claims' setting only
 
 
 def load(cfg: RobustnessConfig, task: str, seed: int, store: Store, bb: Backbone | None = None,

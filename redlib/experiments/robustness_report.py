@@ -10,7 +10,7 @@ import pandas as pd
 from ..core import measure
 from ..core.claims import load_claims, order_verdict, seeds_words, verdict_keys
 from ..red import cost, methods, perturbation
-from . import ranges
+from . import range_tables
 from .robustness import ROUTED, RobustnessConfig
 
 
@@ -168,6 +168,6 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
         "rb_qwen_share": qwen["RED share of backbone"], "rb_here_share": here["RED share of backbone"],
         "rb_router_compute": here["router share of compute"], "rb_moe_ratio": qwen["MoE / RED expert parameters"],
         "rb_paper_formula": qwen[cost.PAPER_FORMULA],
-        "rb_n_claims": len(v), "rb_tally": ranges.verdict_tally(v),
+        "rb_n_claims": len(v), "rb_tally": range_tables.verdict_tally(v),
         **verdict_keys("rb", {"eff.train_time": "not measured", "eff.peak_memory": "not measured"} | v),
     }

@@ -32,8 +32,8 @@ from ..tasks.arithmetic import (
     format_numbers,
     make_task1,
 )
-from . import ranges
-from .ranges import METHOD_KEYS, NEAR, NOT_DEPLOYABLE, ORDER, SPLIT_LABELS, Setting
+from . import range_tables, ranges
+from .ranges import METHOD_KEYS, NEAR, NOT_DEPLOYABLE, ORDER, SPLIT_LABELS, STAGE1_PAPER, Setting
 
 NAMESPACE = "task1"
 # The paper's case study (section 4.11, from ../shared/paper/results_4.6-4.12_digest.md): each query with the
@@ -66,9 +66,9 @@ class Task1Config(ranges.RangeTaskConfig, RedConfig):
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**ranges.range_choices(("iid", "pairs")), "data_source": DATA_SOURCES}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "splits_reported": "iid,pairs",
-                  "digits_variant_on": "pairs"},
+                  "digits_variant_on": "pairs", "stage1_paper_beside": True},
         "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "backbone_epochs": 60, "splits_reported": "iid,pairs",
-                 "digits_variant_on": "pairs"},
+                 "digits_variant_on": "pairs", "stage1_paper_beside": True},
     }
 
     def check(self) -> None:
@@ -94,9 +94,8 @@ class Task1Config(ranges.RangeTaskConfig, RedConfig):
 
 def spec_for(cfg: Task1Config, seed: int, setting: Setting) -> Task1Spec:
     """The dataset a (config, seed, setting) uses."""
-    n_train, n_val, n_test = cfg.sizes
-    return Task1Spec(cfg.operand_min, cfg.operand_max, cfg.n_templates, n_train, n_val, n_test, setting.split, seed,
-                     setting.number_format, cfg.data_source, cfg.pairs_test_share)
+    return Task1Spec(**cfg.dataset_fields(seed, setting), operand_min=cfg.operand_min, operand_max=cfg.operand_max,
+                     n_templates=cfg.n_templates, data_source=cfg.data_source, test_share=cfg.pairs_test_share)
 
 
 def case_study(r: ranges.RangeRun, bb: Backbone, queries: list[str] = QUERIES) -> pd.DataFrame:
@@ -114,7 +113,7 @@ def case_study(r: ranges.RangeRun, bb: Backbone, queries: list[str] = QUERIES) -
 def data_table(cfg: Task1Config) -> pd.DataFrame:
     """Sizes, distinct questions, train/test overlap and samples per range of each setting, first seed."""
     rows = []
-    for st in cfg.settings:
+    for st in (st for st in cfg.settings if st.stage1 != STAGE1_PAPER):  # the stage-1 extension reuses the claims' data
         frames = make_task1(spec_for(cfg, cfg.seed, st))
         train_q = set(frames["train"]["text"])
         for part, df in frames.items():
@@ -185,6 +184,7 @@ def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
                 f"{acc[st.label][m] - acc[whole.label][m]:+.3f} ({m})" for m in ("RED", "softmax MoE", "oracle experts")))
     return {
         **selection.found("t1", cfg, t.get("lr_selection")),
+        **range_tables.stage1_beside("t1", cfg, t),
         "t1_setting": main.description, "t1_backbone": cfg.backbone, "t1_value_tol": VALUE_TOL, "t1_near": NEAR,
         **{f"t1_{key}": a[m] for key, m in METHOD_KEYS.items() if m in a},
         **{f"t1_paper_{k}": paper[f"t1.{k}.acc"]["paper"] for k in ("red", "moe", "global", "uniform")},
@@ -194,7 +194,7 @@ def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
         "t1_extensions": "; ".join(f"{st.description}: " + listing(acc[st.label][ORDER]) + ", oracle experts "
                                    f"{acc[st.label]['oracle experts']:.3f}" for st in others) or "none run",
         "t1_digit_change": "; ".join(digits) or "not run in this profile",
-        "t1_near_misses": ranges.near_miss_words(ov, "RED"), "t1_capped": ranges.capped_stages(t["epochs"]),
-        "t1_n_claims": len(v), "t1_tally": ranges.verdict_tally(v),
+        "t1_near_misses": range_tables.near_miss_words(ov, "RED"), "t1_capped": range_tables.capped_stages(t["epochs"]),
+        "t1_n_claims": len(v), "t1_tally": range_tables.verdict_tally(v),
         **verdict_keys("t1", v),
     }

@@ -17,8 +17,8 @@ from ..red import selection
 from ..red.pipeline import RedConfig
 from ..tasks.arithmetic import RANGE_NAMES
 from ..tasks.mixed import MAX_STEPS, PHRASINGS, Task2Spec, make_task2, parse_mix
-from . import ranges
-from .ranges import METHOD_KEYS, ORDER, Setting
+from . import range_tables, ranges
+from .ranges import METHOD_KEYS, ORDER, STAGE1_PAPER, Setting
 
 NAMESPACE = "task2"
 
@@ -57,9 +57,9 @@ class Task2Config(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
-                  "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+                  "splits_reported": "iid,isolated", "digits_variant_on": "none", "stage1_paper_beside": True},
         "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "backbone_epochs": 60,
-                 "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+                 "splits_reported": "iid,isolated", "digits_variant_on": "none", "stage1_paper_beside": True},
     }
 
     def frames(self, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
@@ -70,8 +70,7 @@ class Task2Config(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
 
 def spec_for(cfg: MixedTaskConfig, seed: int, setting: Setting) -> Task2Spec:
     """The expression data a (config, seed, setting) uses."""
-    n_train, n_val, n_test = cfg.sizes
-    return Task2Spec(cfg.step_mix, cfg.n_phrasings, n_train, n_val, n_test, setting.split, seed, setting.number_format)
+    return Task2Spec(**cfg.dataset_fields(seed, setting), step_mix=cfg.step_mix, n_phrasings=cfg.n_phrasings)
 
 
 def evaluate(r: ranges.RangeRun) -> dict[str, pd.DataFrame]:
@@ -85,7 +84,7 @@ def evaluate(r: ranges.RangeRun) -> dict[str, pd.DataFrame]:
 def data_table(cfg: Task2Config) -> pd.DataFrame:
     """Sizes, distinct expressions and symbolic forms, train/test overlap, operations and ranges of each setting."""
     rows = []
-    for st in cfg.settings:
+    for st in (st for st in cfg.settings if st.stage1 != STAGE1_PAPER):  # the stage-1 extension reuses the claims' data
         frames = make_task2(spec_for(cfg, cfg.seed, st))
         train_text, train_form = set(frames["train"]["text"]), set(frames["train"]["form"])
         for part, df in frames.items():
@@ -147,6 +146,7 @@ def found(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
     ops = by_operations(ov).loc[(main.label, "RED")]
     return {
         **selection.found("t2", cfg, t.get("lr_selection")),
+        **range_tables.stage1_beside("t2", cfg, t),
         "t2_setting": main.description, "t2_step_mix": cfg.step_mix, "t2_backbone": cfg.backbone,
         "t2_value_tol": VALUE_TOL,
         **{f"t2_{key}": a[m] for key, m in METHOD_KEYS.items() if m in a},
@@ -158,6 +158,6 @@ def found(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
         "t2_extensions": "; ".join(f"{st.description}: " + listing(acc[st.label][ORDER]) for st in others) or "none run",
         "t2_digit_settings": ", ".join(st.description for st in cfg.settings if st.number_format == "digits")
         or "no setting",
-        "t2_capped": ranges.capped_stages(t["epochs"]), "t2_n_claims": len(v), "t2_tally": ranges.verdict_tally(v),
+        "t2_capped": range_tables.capped_stages(t["epochs"]), "t2_n_claims": len(v), "t2_tally": range_tables.verdict_tally(v),
         **verdict_keys("t2", v),
     }

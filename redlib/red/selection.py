@@ -41,6 +41,7 @@ class LrChoice:
 
     lrs: dict[str, float] = field(default_factory=dict)  # kind -> lr ({}: the config's lr and head_lr)
     table: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per (kind, lr tried)
+    beside: LrChoice | None = None  # the same selection with stage 1 held at the paper's rate (a labelled extension)
 
 
 def kinds(cfg: RedConfig) -> list[tuple[str, ...]]:
@@ -54,16 +55,21 @@ def next_rate(lr: float) -> float:
     return float(f"{(3 if lr / 10 ** e < 2.5 else 10) * 10 ** e:.1g}")
 
 
-def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int) -> LrChoice:
+def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int,
+           stage1_lr: float | None = None) -> LrChoice:
     """Each stage kind's learning rate from `cfg.lr_grid()`, chosen on this seed's validation loss; a kind whose best
-    rate is the largest tried is tried one rate up (`next_rate`), up to `cfg.head_lr_extend` times."""
+    rate is the largest tried is tried one rate up (`next_rate`), up to `cfg.head_lr_extend` times. With `stage1_lr`,
+    stage 1 is not chosen but trained at that rate, and the later rounds choose on it."""
     grid = cfg.lr_grid()
     if not grid:
         return LrChoice()
-    chosen: dict[str, float] = {}
+    chosen: dict[str, float] = {} if stage1_lr is None else {"stage1": stage1_lr}
     base: Stages | None = None  # stage 1 at its chosen rate, with the features (after the first round)
     rows = []
     for kinds_ in kinds(cfg):
+        if kinds_ == ("stage1",) and stage1_lr is not None:
+            base = _stage1(cfg, data, encoder, store, seed, stage1_lr)
+            continue
         tried, seconds = [], {}
 
         def attempt(lrs: dict[str, float]) -> None:
@@ -100,13 +106,19 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
         chosen.update(_best(per))
         rows.append(per)
         if base is None:  # the encoder holds the last try's weights: load the chosen stage 1 (a cache hit) into it
-            base = Stages(cfg, data, encoder, store, seed, lrs={"stage1": chosen["stage1"]})
-            base.base()
-            base.features()
+            base = _stage1(cfg, data, encoder, store, seed, chosen["stage1"])
     table = pd.concat(rows, ignore_index=True)
     table["chosen"] = [chosen[k] == lr for k, lr in zip(table["kind"], table["lr"])]
     table.insert(0, "stage kind", table.pop("kind").map(KIND_NAMES))
     return LrChoice({k: chosen[k] for r in kinds(cfg) for k in r}, table.assign(seed=seed))
+
+
+def _stage1(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int, lr: float) -> Stages:
+    """Stage 1 at `lr` (trained, or loaded into the encoder) with its pooled features: what the later rounds train on."""
+    st = Stages(cfg, data, encoder, store, seed, lrs={"stage1": lr})
+    st.base()
+    st.features()
+    return st
 
 
 def _best(per: pd.DataFrame) -> dict[str, float]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
+from typing import ClassVar
 from pathlib import Path
 
 import numpy as np
@@ -61,26 +62,41 @@ def label_of(s) -> np.ndarray:
     return np.asarray(s) - MIN_SUM
 
 
-@dataclass(frozen=True)
-class Task1Spec:
-    """What determines a Task 1 dataset: operand range, templates, sizes, split kind and seed."""
+@dataclass(frozen=True, kw_only=True)
+class DatasetSpec:
+    """What every arithmetic dataset has: its three sizes, its split kind, its seed and its number format."""
+
+    n_train: int = 64_000
+    n_val: int = 8_000
+    n_test: int = 8_000
+    split: str = "iid"
+    seed: int = 0
+    number_format: str = "whole"
+
+    SPLITS: ClassVar[tuple[str, ...]] = ()
+
+    def __post_init__(self):
+        for name, allowed in (("split", self.SPLITS), ("number_format", NUMBER_FORMATS)):
+            if getattr(self, name) not in allowed:
+                raise ValueError(f"unknown {name} {getattr(self, name)!r}; allowed: {', '.join(allowed)}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Task1Spec(DatasetSpec):
+    """What determines a Task 1 dataset: operand range, templates and source, with the sizes, split and seed."""
 
     operand_min: int = 1
     operand_max: int = 50
     n_templates: int = 1
-    n_train: int = 64_000
-    n_val: int = 8_000
-    n_test: int = 8_000
-    split: str = "pairs"
-    seed: int = 0
-    number_format: str = "whole"
     data_source: str = "text"
     test_share: float = 0.2  # share of the distinct pairs in test, pairs split only
 
+    SPLITS: ClassVar[tuple[str, ...]] = SPLITS
+
     def __post_init__(self):
-        for name, allowed in (("split", SPLITS), ("number_format", NUMBER_FORMATS), ("data_source", DATA_SOURCES)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"unknown {name} {getattr(self, name)!r}; allowed: {', '.join(allowed)}")
+        super().__post_init__()
+        if self.data_source not in DATA_SOURCES:
+            raise ValueError(f"unknown data_source {self.data_source!r}; allowed: {', '.join(DATA_SOURCES)}")
         if not 0 < self.test_share <= 1 - 2 * VAL_SHARE:
             raise ValueError(f"test_share must be in (0, {1 - 2 * VAL_SHARE:g}], got {self.test_share}")
         if not 1 <= self.n_templates <= len(TEMPLATES):

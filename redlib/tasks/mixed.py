@@ -13,11 +13,12 @@ text order: slot 0 is the left operand of step 1, slot s >= 1 the right operand 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 import pandas as pd
 
-from .arithmetic import MAX_SUM, MIN_SUM, NUMBER_FORMATS, format_numbers, label_of, range_of
+from .arithmetic import MAX_SUM, MIN_SUM, DatasetSpec, format_numbers, label_of, range_of
 
 OPERAND_MIN, OPERAND_MAX = 2, 50
 OPS = ("+", "-")
@@ -76,24 +77,18 @@ def evaluate(operands: list[int], ops: str) -> list[int]:
     return values
 
 
-@dataclass(frozen=True)
-class Task2Spec:
-    """What determines a Task 2 dataset: the step mix, phrasings, sizes, split kind, number format and seed."""
+@dataclass(frozen=True, kw_only=True)
+class Task2Spec(DatasetSpec):
+    """What determines a Task 2 dataset: the step mix and phrasings, with the sizes, split, number format and seed."""
 
     step_mix: str = "1:0.5,2:0.5"
     n_phrasings: int = len(PHRASINGS)
-    n_train: int = 20_000
-    n_val: int = 2_500
-    n_test: int = 2_500
-    split: str = "iid"
-    seed: int = 0
-    number_format: str = "whole"
+
+    SPLITS: ClassVar[tuple[str, ...]] = SPLITS
 
     def __post_init__(self):
         parse_mix(self.step_mix)
-        for name, allowed in (("split", SPLITS), ("number_format", NUMBER_FORMATS)):
-            if getattr(self, name) not in allowed:
-                raise ValueError(f"unknown {name} {getattr(self, name)!r}; allowed: {', '.join(allowed)}")
+        super().__post_init__()
         if not 1 <= self.n_phrasings <= len(PHRASINGS):
             raise ValueError(f"n_phrasings must be in [1, {len(PHRASINGS)}], got {self.n_phrasings}")
 

@@ -1,0 +1,117 @@
+"""What the range pages (Task 1, Task 2, the step decomposition) show from their result tables: summaries over
+seeds beside the paper's, per-range tables, near misses, the stage-1 extension in words, and verdict tallies; and
+the epochs against their caps, which every RED page shows (MNIST's too).
+
+Everything here reads tables a run wrote (`ranges.evaluate`); nothing trains.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from ..core.claims import load_claims
+from ..core.train import still_improving
+from .ranges import NEAR, PAPER_KEYS, STAGE1_PAPER, RangeTaskConfig
+
+
+def verdict_tally(v: dict[str, str]) -> str:
+    """How many claims got each verdict, in words: "7 holds, 2 partly, 11 does not hold" -> "verdicts: ..."."""
+    return "verdicts: " + ", ".join(f"{k} {n}" for k, n in pd.Series(v).value_counts().items())
+
+
+def near_miss_words(overall: pd.DataFrame, method: str) -> str:
+    """One method's share of errors within ±NEAR per setting, in words ("no errors" where it made none)."""
+    near = overall[overall["method"] == method].groupby("run", sort=False)[f"errors within ±{NEAR}"].mean()
+    return ", ".join(f"{r} {'no errors' if pd.isna(x) else f'{x:.0%}'}" for r, x in near.items())
+
+
+def overall_summary(overall: pd.DataFrame, prefix: str, extra: tuple[str, ...] = ()) -> pd.DataFrame:
+    """Mean and sd over seeds of accuracy, macro-F1 and boundary accuracy (and `extra` columns) per setting and
+    method, beside the paper's."""
+    paper = load_claims()
+    summary = overall.groupby(["run", "method"], sort=False)[["accuracy", "macro_f1", "boundary_accuracy", *extra]].agg(
+        ["mean", "std"])
+    summary.columns = [f"{m} {s}" for m, s in summary.columns]
+    for col, suffix in (("paper accuracy", "acc"), ("paper macro-F1", "f1")):
+        summary[col] = [paper.get(f"{prefix}.{PAPER_KEYS.get(m, '-')}.{suffix}", {}).get("paper") for _, m in summary.index]
+    return summary.dropna(axis=1, how="all")
+
+
+def per_range_table(per_range: pd.DataFrame, run_label: str) -> pd.DataFrame:
+    """Accuracy per method (rows) and range (columns) in one setting (its label), mean over seeds."""
+    main = per_range[per_range["run"] == run_label]
+    return main.pivot_table(index="method", columns="range", values="accuracy", aggfunc="mean", sort=False)
+
+
+def range_intervals(per_range: pd.DataFrame, method: str, seed: int) -> pd.DataFrame:
+    """One method's accuracy per range in each setting for one seed, with distinct inputs and the 95% Wilson interval."""
+    sel = per_range[(per_range["method"] == method) & (per_range["seed"] == seed)]
+    return sel[["run", "range", "accuracy", "distinct inputs", "ci95 low", "ci95 high"]]
+
+
+def near_misses(overall: pd.DataFrame) -> pd.DataFrame:
+    """Share of each method's errors within ±NEAR of the true answer, per setting (mean over seeds)."""
+    return overall.pivot_table(index="method", columns="run", values=f"errors within ±{NEAR}", sort=False)
+
+
+def paper_per_range(columns, prefix: str) -> pd.DataFrame:
+    """The paper's per-range accuracy of the four methods it reports, as rows 'paper: <method>'."""
+    paper = load_claims()
+    return pd.DataFrame({f"paper: {m}": paper[f"{prefix}.{k}.per_range"]["paper"] for m, k in PAPER_KEYS.items()},
+                        index=columns).T
+
+
+def epochs_table(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage")) -> pd.DataFrame:
+    """Per stage (and setting): epochs run and best epoch (0-based; mean over seeds), the cap and patience it ran
+    under, and in how many runs it was still improving at the cap (its best epoch within `patience` of the cap)."""
+    capped = epochs.assign(at_cap=still_improving(epochs["best epoch"], epochs["max epochs"], epochs["patience"]))
+    lr = {"lr": ("lr", "first")} if "lr" in epochs else {}
+    out = capped.groupby(list(by), sort=False).agg(
+        **lr, **{"epochs run": ("epochs run", "mean"), "best epoch": ("best epoch", "mean"),
+           "max epochs": ("max epochs", "first"), "patience": ("patience", "first"), "runs": ("at_cap", "size"),
+           "still improving at the cap": ("at_cap", "sum")})
+    return out.astype({"max epochs": int, "patience": int, "runs": int, "still improving at the cap": int})
+
+
+def capped_stages(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage")) -> str:
+    """The stages still improving at their cap in some run, per setting, as 'stage runs-at-cap/runs' ('no stage'
+    when none)."""
+    table = epochs_table(epochs, by)
+    hit = table[table["still improving at the cap"] > 0]
+    words = [(k[:-1], k[-1]) if isinstance(k, tuple) else ((), k) for k in hit.index]
+    groups: dict[tuple, list[str]] = {}
+    for (setting, stage), n, r in zip(words, hit["still improving at the cap"], hit["runs"]):
+        groups.setdefault(setting, []).append(f"{stage} {n}/{r}")
+    words = "; ".join((f"{' / '.join(map(str, g))}: " if g else "") + ", ".join(v) for g, v in groups.items())
+    if not words:
+        return "no stage"
+    if "val loss" in epochs:  # a stage already fit on validation can only creep closer to zero loss
+        capped = epochs[still_improving(epochs["best epoch"], epochs["max epochs"], epochs["patience"])]
+        fit = int((capped["val loss"] < FIT_LOSS).sum())
+        words += (f" ({fit} of these {len(capped)} runs end at a validation loss under {FIT_LOSS:g}: already fit, "
+                  "their loss can only creep towards zero)") if fit else ""
+    return words
+
+
+FIT_LOSS = 1e-3  # validation cross-entropy (nats) under which a stage counts as already fit
+
+
+def stage1_beside(prefix: str, cfg: RangeTaskConfig, t: dict[str, pd.DataFrame]) -> dict[str, str]:
+    """`<prefix>_stage1_beside`: the claims' setting with stage 1 at the paper's rate against the chosen stage 1,
+    seed by seed (test accuracy and its paired difference, and stage 1's validation loss), in words."""
+    key, ext = f"{prefix}_stage1_beside", [st for st in cfg.settings if st.stage1 == STAGE1_PAPER]
+    if not ext:
+        return {key: "not run (`stage1_paper_beside=False`, or `head_lr_grid='none'`: stage 1 at the paper's rate)"}
+    main, st, ov, ep = cfg.settings[0], ext[0], t["overall"], t["epochs"]
+    seeds = sorted(ov[ov["run"] == st.label]["seed"].unique().tolist())
+    acc = {run: ov[(ov["run"] == run) & ov["seed"].isin(seeds)].pivot_table(index="seed", columns="method",
+                                                                            values="accuracy")
+           for run in (st.label, main.label)}
+    s1 = {run: ep[(ep["run"] == run) & ep["seed"].isin(seeds) & (ep["stage"] == "stage 1")] for run in acc}
+    loss = {run: f"{s1[run]['val loss'].mean():.4g} at {float(s1[run]['lr'].iloc[0]):g}" for run in acc}
+    diff = acc[st.label] - acc[main.label]  # seeds x methods, paired by seed
+    words = "; ".join(f"{m} {acc[st.label][m].mean():.3f} ({diff[m].mean():+.3f}: "
+                      + ", ".join(f"{d:+.3f}" for d in diff[m]) + ")" for m in ("RED", "softmax MoE", "global head"))
+    return {key: f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}; stage 1's validation loss (mean) "
+                 f"{loss[st.label]}, against {loss[main.label]} chosen; test accuracy with it, and (in brackets) its "
+                 f"difference from the chosen stage 1 on the same seed, mean then seed by seed: {words}"}
