@@ -56,7 +56,7 @@ from IPython.display import Markdown, display
 
 from redlib.bench import report
 from redlib.book import pages, plots
-from redlib.book.results import read
+from redlib.book.results import in_history, read
 from redlib.book.runner import parameter_table
 from redlib.core.runtime import resolve_path
 
@@ -73,6 +73,8 @@ plots.styled(params.set_index(["notebook", "parameter"]), caption="Every noteboo
 # and how many of its trained stages that run computed rather than loaded from the cache (a run
 # that loaded everything is not a measure of training time). The last column is the cold time
 # `make bench` measured for the same profile, from an empty cache (see "Speed and memory").
+# The commit column says whether the code that ran is in this repository's history: a page run at a commit
+# that never landed (a session cut off before its CI passed) says so, and its numbers wait for a re-run.
 
 # %% tags=["hide-input"]
 bench = report.load(resolve_path(cfg.results_dir) / "bench" / "bench.json") or {}
@@ -86,7 +88,8 @@ for name in pages.NOTEBOOKS:
         rows.append({"notebook": name, "wall seconds": p["wall_seconds"], "stages computed": st.get("computed"),
                      "stages loaded": st.get("loaded_from_cache"), "seeds": len(p["seeds"]),
                      "machine": f"{p['machine']['processor']}, {p['machine']['cpu_count']} CPUs",
-                     "started": p["started_at"], "cold wall seconds (bench)": cold.get(name, {}).get("wall_seconds")})
+                     "started": p["started_at"], "commit": p["git_commit"][:7],
+                     "in history": in_history(p["git_commit"]), "cold wall seconds (bench)": cold.get(name, {}).get("wall_seconds")})
 walltimes = pd.DataFrame(rows)
 results.table("wall_times", walltimes)
 plots.styled(walltimes, precision=1, hide_index=True, caption="Each page's last run and its cold time")

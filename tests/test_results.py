@@ -85,6 +85,23 @@ def test_commit_is_dirty_for_changed_code_but_not_for_changed_outputs(tmp_path, 
     assert git_commit().endswith("+dirty")
 
 
+def test_a_commit_that_never_landed_is_named_as_such(tmp_path, monkeypatch):
+    import subprocess
+
+    from redlib.book.results import in_history
+
+    subprocess.run(["git", "init", "-q"], cwd=tmp_path, check=True)
+    (tmp_path / "a.py").write_text("0")
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "a", "--allow-empty"],
+                   cwd=tmp_path, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    monkeypatch.setenv("REDLIB_ROOT", str(tmp_path))
+    assert in_history(head) == "yes"
+    assert in_history(head + "+dirty") == "yes (+dirty)"
+    assert in_history("1" * 40) == "no: not in this repository"
+    assert in_history(None) == in_history("unknown") == "unknown"
+
+
 def test_non_default_parameters_are_in_provenance_the_box_and_the_ledger(results_root):
     from redlib.book import ledger
 

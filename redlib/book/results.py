@@ -64,6 +64,18 @@ def git_commit() -> str:
     return head.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
+def in_history(commit: str | None) -> str:
+    """Whether a result's commit is in this checkout's history: "yes", "no: not in this repository" or "unknown"."""
+    if not commit or commit == "unknown":
+        return "unknown"
+    sha = commit.removesuffix("+dirty")
+    try:
+        found = subprocess.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=project_root(), capture_output=True)
+    except OSError:
+        return "unknown"
+    return ("yes" if found.returncode == 0 else "no: not in this repository") + (" (+dirty)" if commit != sha else "")
+
+
 def library_versions() -> dict[str, str]:
     """Installed versions of the libraries a result depends on."""
     out = {}
