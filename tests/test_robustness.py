@@ -202,3 +202,24 @@ def test_replace_keeps_the_other_experts_objects(loaded):
     swapped = rb._swap(ld.red.residuals, ["a", "b", "c"], 1)
     assert swapped[0] is ld.red.residuals[0] and swapped[1] == "b" and swapped[2] is ld.red.residuals[2]
     assert replace(ld.red, residuals=swapped).experts is ld.red.experts
+
+
+def test_cold_estimates_bracket_a_page_by_its_recorded_stage_seconds(tmp_path):
+    """Stage 1 serial in the page's process, the rest over its workers: the range is (sum / (workers + 1),
+    stage 1 + rest / workers); a cold timing is put beside it only when it ran today's profile and code."""
+    from redlib.bench import report
+    from redlib.book.results import cold_estimates
+
+    d = tmp_path / "full" / "mnist_label5"
+    d.mkdir(parents=True)
+    prov = {"parameters": {"n_seeds": 5}, "git_commit": "abc1234def", "started_at": "2026-11-23T00:00:00+00:00",
+            "run_options": {"workers": 2},
+            "stages": {"train_seconds_by_kind": {"mnist/stage1": 600.0, "mnist/expert": 1200.0},
+                       "stages_without_recorded_cost": 0, "train_peak_rss_mb_upper_bound": 1.0}}
+    (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": prov}))
+    est = cold_estimates(["mnist_label5", "task2_mixed"], "full", tmp_path)  # task2 has no run: left out
+    assert list(est["page"]) == ["mnist_label5"]
+    row = est.iloc[0]
+    assert row["stage 1 min"] == 10 and row["other stages, worker min"] == 20
+    assert row["low: all busy, min"] == pytest.approx(10) and row["high: stage 1 serial, min"] == pytest.approx(20)
+    assert np.isnan(report.with_cold_times(None, est)["cold, timed, min"].iloc[0])  # no bench: nothing beside

@@ -165,6 +165,18 @@ def current_profile(notebook: str, profile: str, timed: dict | None) -> str:
     return "yes" if not changed else "no: " + ", ".join(changed)
 
 
+def with_cold_times(bench: dict | None, est: pd.DataFrame) -> pd.DataFrame:
+    """The pages' training-time ranges (`results.cold_estimates`) beside their cold full-profile timing, where that
+    timing ran today's profile and what the page publishes (else blank: an older run says nothing of today's)."""
+    nbt = notebooks(bench) if bench else pd.DataFrame()
+    today = {}
+    if len(nbt):
+        full = nbt[(nbt["profile"] == "full") & (nbt[CURRENT] == "yes") & nbt[SAME_CODE].str.startswith("yes")]
+        per_nb = bench["notebooks"]["full"]["per_notebook"]
+        today = {n: per_nb[n]["wall_seconds"] / 60 for n in full["notebook"]}
+    return est.assign(**{"cold, timed, min": [today.get(p, float("nan")) for p in est["page"]]})
+
+
 def targets(bench: dict) -> pd.DataFrame:
     """Every target the bench judges (cache speed-ups at the pipeline's batch, book, each page budget, memory, test
     command)."""

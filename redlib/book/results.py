@@ -312,6 +312,26 @@ def selection_costs(pages: list[str], profile: str = "full", results_dir: str | 
     return pd.DataFrame(rows)
 
 
+def cold_estimates(pages: list[str], profile: str = "full", results_dir: str | os.PathLike = "results") -> pd.DataFrame:
+    """The training time each page's published run implies, from its stages' recorded seconds: a range, not a timing.
+
+    Stage 1 trains in the page's process, the other stages in its `workers` processes. With every process busy all
+    the time the stages take (sum of seconds) / (workers + 1); with stage 1 alone, one run after another, and the rest
+    shared by the workers, stage 1 + rest / workers. Work outside the stages (data, evaluation, start-up) is not in it.
+    """
+    costs = published_costs(pages, profile, results_dir)
+    rows = []
+    for page, part in costs.groupby("page", sort=False):
+        workers = (read(page, profile, results_dir).provenance.get("run_options") or {}).get("workers", 1)
+        serial = float(part.loc[part["stage"] == "stage1", "seconds"].sum())
+        rest = float(part["seconds"].sum()) - serial
+        rows.append({"page": page, "stage 1 min": serial / 60, "other stages, worker min": rest / 60,
+                     "workers": workers, "low: all busy, min": (serial + rest) / (workers + 1) / 60,
+                     "high: stage 1 serial, min": (serial + rest / workers) / 60, "commit": part["git_commit"].iloc[0]})
+    return pd.DataFrame(rows, columns=["page", "stage 1 min", "other stages, worker min", "workers", "low: all busy, min",
+                                       "high: stage 1 serial, min", "commit"])
+
+
 def read(page: str, profile: str = "full", results_dir: str | os.PathLike = "results") -> PageResults:
     """The result files of `page` for `profile` under `results_dir` (relative to the repository root)."""
     return PageResults(page, profile, resolve_path(results_dir) / profile / page)
