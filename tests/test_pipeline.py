@@ -190,3 +190,37 @@ def test_small_stages_trained_in_worker_processes_match_a_serial_run_bit_for_bit
         monkeypatch.setenv("REDLIB_WORKERS", "1")
         one, epochs_one = retrain(cfg, serial, enc, alone, seed=7)
         assert len(two) == K and all(state_equal(a, b) for a, b in zip(two, one)) and epochs_two == epochs_one
+
+
+def test_small_stages_train_on_the_stage_thread_count_in_the_page_as_in_a_worker(tmp_path, monkeypatch):
+    """A serial run trains every small stage on parallel.STAGE_THREADS threads, as a worker does (another count can
+    train other bits), and gives the page its own thread count back; the count is in each stage's cache key."""
+    from redlib.core import parallel
+    from redlib.red import stages
+
+    seen: list[int] = []
+
+    def counting_fit(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return stages_fit(*args, **kwargs)
+
+    stages_fit = stages.fit
+    monkeypatch.setattr(stages, "fit", counting_fit)
+    data, enc = synthetic()
+    store = Store(tmp_path / "cache")
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        run_red(tiny_config(epochs=2), data, enc, store, seed=0)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+    assert len(seen) > 1 + 3 * K and seen[0] == 2  # stage 1 on the page's threads, every small stage on 1
+    assert set(seen[1:]) == {parallel.STAGE_THREADS}
+    from safetensors import safe_open
+
+    small = [e for e in store.events if e["kind"].split("/")[1] not in ("stage1", "features")]
+    assert len(small) == len(seen) - 1
+    for e in small:
+        with safe_open(str(store.root / e["kind"] / e["entry"]), framework="pt") as f:
+            assert f'"threads":{parallel.STAGE_THREADS}' in f.metadata()["key"].replace(" ", "")

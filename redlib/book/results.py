@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..core import kernels
+from ..core import kernels, parallel
 from ..core.claims import check_ids
 from ..core.config import NotebookConfig
 from ..core.parallel import worker_count
@@ -94,6 +94,7 @@ def machine() -> dict[str, Any]:
         "processor": platform.machine(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
+        "stage_threads": parallel.STAGE_THREADS,  # the small RED stages' own, in the page and its workers
         "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None,
         "python": platform.python_version(),
     }

@@ -2,10 +2,11 @@
 
 A page whose pieces (seeds, experiments, small stages) do not depend on each other can give each to a worker
 process. The workers are spawned once per page process and kept (`pool`). They run the same code with the same
-seeds and as many torch threads as the page, so their numbers are bit-identical to a serial run (BLAS kernels
-can split a sum differently for another thread count, so that must not change). Their OpenMP threads wait
-passively, so two workers with two threads share two cores without spinning. What a worker computed or loaded
-is recorded in the page's `Store`, as if the page had done it itself.
+seeds and the same torch thread count as a serial run does for that work, so their numbers are bit-identical to
+it (BLAS kernels can split a sum differently for another thread count, so that must not change): the small RED
+stages train on `STAGE_THREADS` threads wherever they run (`torch_threads`). Their OpenMP threads wait
+passively, so workers share the cores without spinning. What a worker computed or loaded is recorded in the
+page's `Store`, as if the page had done it itself.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ import os
 import signal
 import threading
 import time
+from contextlib import contextmanager
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 from tqdm import tqdm
@@ -29,6 +31,20 @@ from .train import progress_enabled
 
 DEFAULT_WORKERS = 2
 MAX_WORKERS = 16  # each worker holds a copy of a page's model and data (about 0.4 GB on the text pages)
+# The small stages (batch-16 steps on features) gain nothing from a second thread: on the 2-core machine two
+# 1-thread workers made 1,440 + 1,390 steps/s where two 2-thread workers made 1,059 + 1,043 (about 1.35x).
+STAGE_THREADS = 1
+
+
+@contextmanager
+def torch_threads(n: int) -> Iterator[None]:
+    """Run the block on `n` torch threads, then restore the process's count."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 def worker_count() -> int:
@@ -89,11 +105,12 @@ def _close() -> None:
 
 
 def map_pieces(fn: PieceFn, cfg: Any, pieces: list[Any], store: Store, workers: int, desc: str = "runs",
-               after: dict[Any, list[Any]] | None = None) -> list[Any]:
-    """[fn(cfg, piece, store) for piece in pieces], in `workers` worker processes (with this process's torch thread
-    count) when workers > 1, in this process otherwise. A piece starts once the pieces it comes `after` are done;
-    among those ready, the first in `pieces` starts first (put the longest chains first). The results come back
-    in the order of `pieces`, and the workers' cache events and compute seconds are merged into `store`."""
+               after: dict[Any, list[Any]] | None = None, threads: int | None = None) -> list[Any]:
+    """[fn(cfg, piece, store) for piece in pieces], in `workers` worker processes of `threads` torch threads (by
+    default this process's count) when workers > 1, in this process otherwise. A piece starts once the pieces it
+    comes `after` are done; among those ready, the first in `pieces` starts first (put the longest chains first).
+    The results come back in the order of `pieces`, and the workers' cache events and compute seconds are merged
+    into `store`."""
     after = after or {}
     bar = tqdm(total=len(pieces), desc=desc, disable=not progress_enabled(), leave=False)
     if workers <= 1 or len(pieces) == 1:
@@ -108,7 +125,7 @@ def map_pieces(fn: PieceFn, cfg: Any, pieces: list[Any], store: Store, workers: 
     waiting = list(range(len(pieces)))
     ready = lambda i: all(pieces.index(d) in done for d in after.get(pieces[i], []) if d in pieces)  # noqa: E731
     try:
-        executor = pool(workers, torch.get_num_threads())
+        executor = pool(workers, threads or torch.get_num_threads())
         while waiting or running:
             for i in [i for i in waiting if ready(i)][: workers - len(running)]:
                 waiting.remove(i)

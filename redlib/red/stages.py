@@ -3,8 +3,8 @@
 Stage 1 trains the encoder's top (and runs on the page's threads); every later stage trains a small module on
 stage 1's frozen features. Those small stages are *jobs* ("expert", i), ("router", None), ... whose inputs are
 stage 1's head and features and, for stage 4 and the gates, other jobs' results. `Stages.prefetch` trains the
-jobs that are not cached yet in spawned processes (`parallel.worker_count()`) with the page's torch thread count,
-each once its inputs are done (`core/parallel.py`); the page then loads them from the cache in its usual order, so its
+jobs that are not cached yet in spawned processes (`parallel.worker_count()`); a small stage trains on
+`parallel.STAGE_THREADS` torch threads in a worker and in the page alike, each once its inputs are done (`core/parallel.py`); the page then loads them from the cache in its usual order, so its
 modules, tables, epochs and cache keys are those of a serial run, bit for bit (`tests/test_pipeline.py`).
 """
 
@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..core import parallel
+from ..core import kernels, parallel
 from ..core.runtime import seed_everything
 from ..core.store import Store
 from ..core.train import TrainConfig, evaluate_loss, fit
@@ -101,6 +101,7 @@ class Stages:
     def __init__(self, cfg: RedConfig, data: TaskData, encoder: Encoder | None, store: Store, seed: int,
                  key: dict | None = None, dim: int | None = None, lrs: dict[str, float] | None = None):
         self.cfg, self.data, self.encoder, self.store, self.seed = cfg, data, encoder, store, seed
+        kernels.configure()  # the matmul kernels a worker takes, whoever calls the pipeline (not only a page)
         self.lrs = dict(lrs or {})  # stage kind -> learning rate; a kind not named: cfg.lr (stage 1) or cfg.head_lr
         self.seconds: dict[str, float] = {}
         self.epochs: list[dict] = []
@@ -185,7 +186,8 @@ class Stages:
               sel: dict[str, Tensor] | None = None, **extra) -> nn.Module:
         """Train a small module on features (the rows `sel` of each split, or all) unless cached; then freeze it."""
         feats, tc = self.feats, self.cfg.fit_config(self.seed, label, self.lr(name))
-        key = {**self.key, "module": label, "train2": asdict(tc), **extra}
+        # the thread count is in the key: another count can split a sum differently, so it trains other bits
+        key = {**self.key, "module": label, "train2": asdict(tc), "threads": parallel.STAGE_THREADS, **extra}
         if self._probing:
             raise _Probe(self.store.path(self.kind(name), key))
 
@@ -193,7 +195,8 @@ class Stages:
         val = (feats["val"][part["val"]], targets["val"][part["val"]])
 
         def run(m: nn.Module) -> dict:  # train's rows are gathered only when the stage trains (a load needs none)
-            return _fit_meta(fit(m, loss, (feats["train"][part["train"]], targets["train"][part["train"]]), val, tc))
+            with parallel.torch_threads(parallel.STAGE_THREADS):
+                return _fit_meta(fit(m, loss, (feats["train"][part["train"]], targets["train"][part["train"]]), val, tc))
 
         model.to(self.device)
         meta = self.store.module(self.kind(name), key, model, run)
@@ -217,7 +220,8 @@ class Stages:
 
     def _run(self, job: Job) -> nn.Module:
         name, i = job
-        return getattr(self, name)(*(() if i is None else (i,)))
+        with parallel.torch_threads(parallel.STAGE_THREADS):  # all of it, inputs too, as in a worker
+            return getattr(self, name)(*(() if i is None else (i,)))
 
     def _domain_rows(self, i: int) -> dict[str, Tensor]:
         return {k: self.data.domains[k] == i for k in ("train", "val")}
@@ -336,7 +340,8 @@ class Stages:
             return
         context = {"cfg": self.cfg, "data": self.data, "seed": self.seed, "key": self.key, "dim": self.dim,
                    "head": self.head, "root": str(self.store.root), "lrs": self.lrs}
-        seconds = parallel.map_pieces(_train_job, context, todo, self.store, workers, f"seed {self.seed}: stages", after)
+        seconds = parallel.map_pieces(_train_job, context, todo, self.store, workers, f"seed {self.seed}: stages", after,
+                                      threads=parallel.STAGE_THREADS)
         self._worker_seconds.update(zip(todo, seconds))
 
 
