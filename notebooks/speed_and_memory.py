@@ -118,6 +118,29 @@ else:
     display(Markdown("The kernels have not been measured yet: `python -m redlib bench --kernels`."))
 
 # %% [markdown]
+# The small stages after stage 1 (experts, residuals, routers, gates, stage 4) take steps of 16 feature vectors:
+# too little work to share between threads, so the page's worker processes train them on one torch thread each
+# (`STAGE_THREADS` in `redlib/core/parallel.py`), in the page's own process as well, since another thread count can
+# round a sum differently. The measurement behind that choice: a residual's training steps per second, summed
+# over two processes training side by side as the workers do:
+
+# %% tags=["hide-input"]
+if bench and "stage_threads" in bench:
+    t = bench["stage_threads"]
+    threads = pd.DataFrame([{"torch threads per worker": r["threads"], "workers": t["workers"],
+                             "steps/s, all workers": f"{r['median']:,.0f} ({r['min']:,.0f}-{r['max']:,.0f})",
+                             "measured at": f"{t.get('git_commit', bench['git_commit'])[:7]}, "
+                                            f"{t.get('measured_at', bench['started_at'])[:10]}"}
+                            for r in t["per_thread_count"]])
+    results.table("stage_threads", threads)
+    display(plots.styled(threads, hide_index=True,
+                         caption="Small-stage training steps per second by thread count (make bench --kernels)"))
+    glue_values({"sp_stage_threads": f"{t['speedup_1_over_2']:.2f}x"})
+else:
+    display(Markdown("The small stages' thread counts have not been measured yet: `python -m redlib bench --kernels`."))
+    glue_values({"sp_stage_threads": "not measured"})
+
+# %% [markdown]
 # ## Experts and routers on cached pooled features
 
 # %% tags=["hide-input"]
@@ -152,12 +175,12 @@ if bench and "features_cache" in bench and "throughput" in bench:
 # recorded them; else the same code by git, between the two commits).
 
 # %% tags=["hide-input"]
+nbt = report.notebooks(bench) if bench else pd.DataFrame()  # each page's cold timing, read once for the page
 if bench:
     if "full" not in bench.get("notebooks", {}):
         display(Markdown("**This bench run did not time the full profile cold** (`--profiles` "
                          f"{','.join(bench.get('profiles_timed', []))}): the whole-book target is not measured here; "
                          "`make bench` with its defaults times it."))
-    nbt = report.notebooks(bench)
     if len(nbt):
         results.table("notebooks", nbt)
         for prof, part in nbt.groupby("profile", sort=False):  # "ran as published" speaks of the full profile only
@@ -186,7 +209,7 @@ if bench:
 # the stages of the pages it builds on, so its row counts them again and the book's sum leaves it out.
 
 # %% tags=["hide-input"]
-est = report.with_cold_times(bench, cold_estimates(list(pages.NOTEBOOKS), cfg.profile, cfg.results_dir))
+est = report.with_cold_times(bench, cold_estimates(list(pages.NOTEBOOKS), cfg.profile, cfg.results_dir), nbt)
 if len(est):
     results.table("cold_estimates", est)
     display(plots.styled(est, precision=1, hide_index=True,
@@ -219,7 +242,7 @@ elif bench:
 
 # %% tags=["hide-input"]
 if bench:
-    tt = report.targets(bench)
+    tt = report.targets(bench, nbt)
     results.table("targets", tt)
     colour = {"yes": "background-color: #c8e6c9", "no": "background-color: #ffcdd2"}
     display(plots.styled(tt, hide_index=True, caption="Targets on this machine").map(lambda v: colour.get(v, ""), subset=["met"]))
@@ -288,7 +311,7 @@ if bench and "profile" in bench:
                          caption="cProfile: the 15 functions with the most cumulative time"))
 
 # %% tags=["remove-cell"]
-glue_values(report.found(bench, tt if bench else None, history))
+glue_values(report.found(bench, tt if bench else None, history, nbt))
 
 # %% [markdown]
 # ## What we found
@@ -304,6 +327,8 @@ glue_values(report.found(bench, tt if bench else None, history))
 # - Where the time goes, the slowest notebook: {glue:md}`sp_where`; that is where a faster pipeline
 #   would start.
 # - Across the recorded bench runs, the speed-ups ranged: {glue:text}`sp_agreement`.
+# - The small stages train {glue:text}`sp_stage_threads` as fast on one torch thread per worker as on two (two
+#   workers side by side, the measurement above); that is why they run on one.
 # - Cached pooled features make a router epoch cheaper than recomputing the backbone by
 #   {glue:text}`sp_features`: stages 2-4 of every experiment train on them.
 

@@ -60,7 +60,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="time only the README's test command (make test's steps, fresh stage cache) and update "
                             "that entry")
     bench.add_argument("--kernels", action="store_true",
-                       help="measure only the fp32 kernels' stage-1 GFLOP/s and update that entry of bench.json")
+                       help="measure only the micro-benchmarks (the fp32 kernels' stage-1 GFLOP/s, the small "
+                            "stages' steps/s per thread count) and update those entries of bench.json")
     bench.add_argument("--notebooks", default=None,
                        help="re-time only these notebooks (comma-separated), one cold pass per profile, and update "
                             "their entries in an existing bench.json")
@@ -141,11 +142,14 @@ def main(argv: list[str] | None = None) -> int:
                 minutes = t["smoke_test_command"]["total_seconds"] / 60
                 print(f"bench updated: {out / 'bench.json'} (make test: {minutes:.1f} min)")
             elif args.kernels:
-                from .bench.run import kernel_throughput, update_entry
+                from .bench.micro import kernel_throughput, stage_threads
+                from .bench.run import update_entry
 
                 k = update_entry(out, "kernels", kernel_throughput)["kernels"]
+                t = update_entry(out, "stage_threads", stage_threads)["stage_threads"]
                 print(f"bench updated: {out / 'bench.json'} (kernels: {k['matmul']['path']}, stage 1 "
-                      f"{k['stage1_gflops']:.0f} GFLOP/s, {k['stage1_share_of_gemm']:.0%} of a large product's)")
+                      f"{k['stage1_gflops']:.0f} GFLOP/s, {k['stage1_share_of_gemm']:.0%} of a large product's; "
+                      f"small stages on 1 thread per worker: {t['speedup_1_over_2']:.2f}x their speed on 2)")
             elif args.notebooks:
                 from .bench.run import update_pages
                 from .book.pages import config_for

@@ -79,6 +79,31 @@ def test_a_prefix_first_needed_inside_training_is_the_eval_mode_prefix(tmp_path)
     assert all(m.training for m in bb.full.modules())  # the training loop's mode is left as it was
 
 
+def test_text_batches_are_cut_to_their_longest_text_and_the_features_keep_item_order(tmp_path):
+    """Padding beyond a batch's longest text is cut (a cost, never a value); the features run shortest texts first
+    and come back in item order, each as its own batch would give it."""
+    from redlib.core.store import Store
+    from redlib.red.encoders import TextEncoder
+
+    bb = Backbone("embedded", k_trainable=2)
+    texts = ["What is 3 plus 4?", "What is the sum of 12 and 30, in the end, written as digits?", "Add 7 and 7.",
+             "What is 1 plus 1?"]
+    enc = TextEncoder(bb, texts, store=Store(tmp_path), namespace="t").eval()
+    lengths = enc.mask.sum(1)
+    short = lengths.argsort()[:2]
+    assert int(lengths[short].max()) < enc.mask.shape[1]  # the pair is padded in the full table
+    widths, forward_top = [], bb.forward_top
+    bb.forward_top = lambda h, m: widths.append(h.shape[1]) or forward_top(h, m)  # the tokens each call runs on
+    with torch.no_grad():
+        cut = enc(short)
+        assert widths == [int(lengths[short].max())]
+        padded = forward_top(enc.prefix[short], enc.mask[short])
+        alone = torch.cat([enc(torch.tensor([i])) for i in range(len(texts))])
+    torch.testing.assert_close(cut, padded, rtol=1e-5, atol=1e-5)
+    assert torch.equal(enc.length_order(torch.arange(4)), lengths.argsort(stable=True))
+    torch.testing.assert_close(enc.features(), alone, rtol=1e-5, atol=1e-5)
+
+
 def test_fp32_matmul_kernels_are_chosen_once_and_never_lower_precision():
     """The kernel choice is recorded with its reason, and whatever path it took multiplies at fp32 accuracy."""
     from redlib.core import kernels

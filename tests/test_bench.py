@@ -23,6 +23,9 @@ def test_bench_smoke_mode_writes_a_complete_report(tmp_path):
     assert nb["wall"]["reps"] == 1 and nb["wall"]["median"] == nb["wall_seconds"]
     assert nb["wall_seconds"] > 0 and nb["peak_rss_mb"] > 0 and nb["stage_seconds"] == {}
     assert "run_red" in saved["profile"]["cprofile"]
+    st = saved["stage_threads"]
+    assert [r["threads"] for r in st["per_thread_count"]] == [2, 1] and st["workers"] == 2
+    assert all(r["median"] > 0 for r in st["per_thread_count"]) and st["speedup_1_over_2"] > 0
     assert not (tmp_path / "history.jsonl").exists()  # smoke runs stay out of the history of runs
     append_history(report, tmp_path)
     append_history(report, tmp_path)

@@ -165,10 +165,12 @@ def current_profile(notebook: str, profile: str, timed: dict | None) -> str:
     return "yes" if not changed else "no: " + ", ".join(changed)
 
 
-def with_cold_times(bench: dict | None, est: pd.DataFrame) -> pd.DataFrame:
+def with_cold_times(bench: dict | None, est: pd.DataFrame, nbt: pd.DataFrame | None = None) -> pd.DataFrame:
     """The pages' training-time ranges (`results.cold_estimates`) beside their cold full-profile timing, where that
-    timing ran today's profile and what the page publishes (else blank: an older run says nothing of today's)."""
-    nbt = notebooks(bench) if bench else pd.DataFrame()
+    timing ran today's profile and what the page publishes (else blank: an older run says nothing of today's).
+    `nbt` is `notebooks(bench)` where the caller has it."""
+    if nbt is None:
+        nbt = notebooks(bench) if bench else pd.DataFrame()
     today = {}
     if len(nbt):
         full = nbt[(nbt["profile"] == "full") & (nbt[CURRENT] == "yes") & nbt[SAME_CODE].str.startswith("yes")]
@@ -177,9 +179,9 @@ def with_cold_times(bench: dict | None, est: pd.DataFrame) -> pd.DataFrame:
     return est.assign(**{"cold, timed, min": [today.get(p, float("nan")) for p in est["page"]]})
 
 
-def targets(bench: dict) -> pd.DataFrame:
+def targets(bench: dict, nbs: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every target the bench judges (cache speed-ups at the pipeline's batch, book, each page budget, memory, test
-    command)."""
+    command); `nbs` is `notebooks(bench)` where the caller has it."""
     goals, rows = bench["targets"], []
     if "prefix_cache" in bench:
         pc = bench["prefix_cache"]
@@ -195,7 +197,7 @@ def targets(bench: dict) -> pd.DataFrame:
             "every notebook cold + strict build")
         rows.append(target(f"whole full-profile book ({how})", full["total_seconds"] / 60,
                            BOOK_MINUTES, False, "min"))
-    nbs = notebooks(bench)
+    nbs = notebooks(bench) if nbs is None else nbs
     rows += page_budgets(bench)
     if len(nbs):
         peak = nbs["with workers MiB"].fillna(nbs["kernel peak MiB"])  # kernel alone: older runs
@@ -271,9 +273,11 @@ def history(path: Path) -> pd.DataFrame:
 MARKDOWN_KEYS = ("sp_missed", "sp_stale", "sp_where")  # values holding `code` (names, commands): pasted as Markdown
 
 
-def found(bench: dict | None, tt: pd.DataFrame | None, hist: pd.DataFrame) -> dict[str, object]:
+def found(bench: dict | None, tt: pd.DataFrame | None, hist: pd.DataFrame,
+          nbs: pd.DataFrame | None = None) -> dict[str, object]:
     """The numbers and phrases the Speed page's conclusions paste in (glued as `sp_*`): targets met and missed,
-    timings out of date, where the slowest page's time goes, run-to-run agreement ('none' where there is nothing)."""
+    timings out of date, where the slowest page's time goes, run-to-run agreement ('none' where there is nothing).
+    `nbs` is `notebooks(bench)` where the caller has it."""
     from IPython.display import Markdown
 
     if not bench:
@@ -282,7 +286,7 @@ def found(bench: dict | None, tt: pd.DataFrame | None, hist: pd.DataFrame) -> di
     judged = tt[tt["met"].isin(["yes", "no"])]
     pc = bench.get("prefix_cache")
     steps_ratio = pc["pipeline_batch"] // pc["paper_batch"] if pc else 1
-    nbs = notebooks(bench)
+    nbs = notebooks(bench) if nbs is None else nbs
     stale = nbs[nbs[CURRENT] != "yes"] if len(nbs) else nbs
     where = "not timed"
     if bench.get("notebooks"):

@@ -36,6 +36,7 @@ from ..experiments.task1 import Task1Config
 from ..models.backbone import Backbone, embedded_path
 from ..models.combiners import ProbMixture, ResidualMixture
 from ..tasks.arithmetic import N_CLASSES, RANGE_NAMES, Task1Spec, make_task1
+from .micro import kernel_throughput, spread, stage_threads, timed
 
 TARGETS = {"embedded_cache_speedup": 1.6, "qwen_cache_speedup": 4.5, "full_book_minutes": BOOK_MINUTES,
            "smoke_test_minutes": 15, "peak_rss_gib": 4.0}
@@ -44,22 +45,6 @@ PAPER_BATCH = 16  # the paper's micro-batch (accumulated to 64); ours is Task 1'
 # stack keeps its depth and shape ratios at a quarter of the width.
 QWEN_SHAPE = {"num_hidden_layers": 28, "hidden_size": 256, "intermediate_size": 768, "num_attention_heads": 4,
               "num_key_value_heads": 2, "head_dim": 64}
-
-
-def spread(times: list[float]) -> dict:
-    """Median, min, max and every value of a list of repeated timings (seconds)."""
-    return {"median": statistics.median(times), "min": min(times), "max": max(times), "reps": len(times), "seconds": times}
-
-
-def timed(fn: Callable[[], object], reps: int) -> dict:
-    """Run fn `reps` times (after one warm-up): median, min, max seconds and every repetition."""
-    fn()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return spread(times)
 
 
 def qwen_shaped(layers: int, root: Path) -> Path:
@@ -165,40 +150,6 @@ def throughput(n: int, reps: int) -> dict:
             "params": {"backbone": sum(p.numel() for p in bb.full.parameters()),
                        "red_residuals_and_router": sum(p.numel() for p in [*red.residuals.parameters(), *router.parameters()]),
                        "moe_experts_and_router": sum(p.numel() for p in [*moe.parameters(), *router.parameters()])}}
-
-
-def kernel_throughput(reps: int = 5, batch: int = 64, tokens: int = 12) -> dict:
-    """Stage 1's fp32 GFLOP/s (top 2 blocks + head, forward and backward, the pipeline's batch) on the kernels this
-    process chose, against a large fp32 matrix product on the same threads (the most these cores reach)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
-    from ..core import kernels
-
-    record = kernels.configure()
-    torch.manual_seed(0)
-    bb = Backbone("embedded", 2)
-    head = nn.Linear(bb.dim, N_CLASSES)
-    h, mask = torch.randn(batch, tokens, bb.dim), torch.ones(batch, tokens, dtype=torch.long)
-    y = torch.randint(N_CLASSES, (batch,), generator=torch.Generator().manual_seed(0))
-
-    def step() -> None:
-        F.cross_entropy(head(bb.forward_top(h, mask)), y).backward()
-
-    with FlopCounterMode(display=False) as counter:
-        step()
-    flops = counter.get_total_flops()
-    for _ in range(3):
-        step()
-    t = timed(lambda: [step() for _ in range(10)], reps)
-    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    for _ in range(2):
-        a @ b
-    g = timed(lambda: [a @ b for _ in range(5)], reps)
-    stage1 = 10 * flops / t["median"] / 1e9
-    gemm = 5 * 2 * 2048**3 / g["median"] / 1e9
-    return {"matmul": record, "threads": torch.get_num_threads(), "batch": batch, "tokens": tokens,
-            "stage1_flops_per_step": flops, "stage1_gflops": stage1, "gemm_2048_gflops": gemm,
-            "stage1_share_of_gemm": stage1 / gemm, "stage1_step": t, "gemm": g}
 
 
 def update_entry(out: Path, name: str, measure: Callable[[], dict]) -> dict:
@@ -409,6 +360,7 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
         step("features_cache", lambda: features_vs_recompute(4 * n, 64, reps))
         step("throughput", lambda: throughput(8 * n, reps))
         step("kernels", lambda: kernel_throughput(reps))
+        step("stage_threads", lambda: stage_threads(reps, 200 if smoke else 2000))
         report["notebooks"] = {}
         for p in profiles:
             # the smoke profile is cheap enough to repeat; a full cold pass takes most of an hour

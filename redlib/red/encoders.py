@@ -47,12 +47,18 @@ class Encoder(nn.Module):
     def release(self) -> None:
         """Drop what only training the encoder and computing its features need (called once the features exist)."""
 
+    def length_order(self, ids: Tensor) -> Tensor:
+        """Positions in `ids` in the order a batched pass over them runs fastest (shortest texts first; as given
+        here, where items have no length)."""
+        return torch.arange(len(ids), device=ids.device)
+
     @torch.no_grad()
     def features(self, batch_size: int = 512) -> Tensor:
         """Features of every item with the encoder as it is now, (n_items, d), in eval mode."""
         self.eval()
-        return torch.cat([self(torch.arange(s, min(s + batch_size, self.n_items), device=self.device))
-                          for s in range(0, self.n_items, batch_size)])
+        order = self.length_order(torch.arange(self.n_items, device=self.device))
+        out = torch.cat([self(order[s:s + batch_size]) for s in range(0, self.n_items, batch_size)])
+        return out[order.argsort()]  # back to item order
 
     @property
     def device(self) -> torch.device:
@@ -91,6 +97,7 @@ class TextEncoder(Encoder):
         self._store, self._kind = store, f"{namespace}/prefix"
         self._prefix: Tensor | None = None
         self.register_buffer("mask", self.tokens.attention_mask.to(bb.device), persistent=False)  # (n_items, T)
+        self.register_buffer("lengths", self.mask.sum(1), persistent=False)  # (n_items,) tokens of each text
 
     def key(self) -> dict:
         return self._key
@@ -112,8 +119,13 @@ class TextEncoder(Encoder):
     def reset(self) -> None:
         self.bb.reset_top()
 
+    def length_order(self, ids: Tensor) -> Tensor:
+        return self.lengths[ids.to(self.lengths.device)].argsort(stable=True).to(ids.device)
+
     def forward(self, idx: Tensor) -> Tensor:
-        return self.bb.forward_top(self.prefix[idx], self.mask[idx])  # (B, T, d) -> top k blocks -> pooled (B, d)
+        # padding beyond the batch's longest text is cut: right-padded and masked, it changes no value, only the cost
+        t = int(self.lengths[idx].max())
+        return self.bb.forward_top(self.prefix[idx, :t], self.mask[idx, :t])  # (B, t, d) -> top k blocks -> pooled (B, d)
 
     @property
     def device(self) -> torch.device:

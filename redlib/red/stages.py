@@ -32,7 +32,9 @@ from .encoders import Encoder
 if TYPE_CHECKING:
     from .pipeline import RedConfig, TaskData
 
-PIPELINE_VERSION = 1  # bump when a stage's training code changes, so old cache entries are not reused
+# bump when a stage's training code changes, so old cache entries are not reused (2: text batches cut to their
+# longest text, small stages on STAGE_THREADS)
+PIPELINE_VERSION = 2
 # The cache kinds of the pipeline's stages (under a task's namespace, e.g. "task1/router"), and what each holds.
 STAGE_KINDS = {
     "prefix": "frozen-prefix states (computed once)",
@@ -155,9 +157,11 @@ class Stages:
         # every later stage trains on what stage 1 made: from here on, each key carries stage 1's settings
         self.key = {**self.key, "fraction": cfg.backbone_fraction, "train": asdict(tc)}
         model = Base(enc, head)
-        # validation repeats few distinct items: score each once (an item's class is fixed)
+        # validation repeats few distinct items: score each once (an item's class is fixed), shortest texts first
         val_ids, first = np.unique(data.ids["val"].numpy(), return_index=True)
-        val = (torch.as_tensor(val_ids), data.labels["val"][first])
+        val_ids, val_labels = torch.as_tensor(val_ids), data.labels["val"][first]
+        order = enc.length_order(val_ids)
+        val = (val_ids[order], val_labels[order])
 
         def train(_: nn.Module) -> dict:
             pick = cfg.base_rows(data.labels["train"], self.seed)

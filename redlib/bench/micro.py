@@ -1,0 +1,109 @@
+"""Micro-benchmarks of the levers the pipeline's speed rests on: the fp32 kernels on stage 1, and the torch thread
+count of the small stages' side-by-side worker processes. Each is `make bench`'s entry of the same name, also
+measured alone (`python -m redlib bench --kernels`)."""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import statistics
+import time
+from concurrent.futures import ProcessPoolExecutor
+from typing import Callable
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from ..core import kernels
+from ..experiments.task1 import Task1Config
+from ..models.backbone import Backbone
+from ..tasks.arithmetic import N_CLASSES
+
+
+def spread(times: list[float]) -> dict:
+    """Median, min, max and every value of a list of repeated timings (seconds)."""
+    return {"median": statistics.median(times), "min": min(times), "max": max(times), "reps": len(times), "seconds": times}
+
+
+def timed(fn: Callable[[], object], reps: int) -> dict:
+    """Run fn `reps` times (after one warm-up): median, min, max seconds and every repetition."""
+    fn()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return spread(times)
+
+
+def kernel_throughput(reps: int = 5, batch: int = 64, tokens: int = 12) -> dict:
+    """Stage 1's fp32 GFLOP/s (top 2 blocks + head, forward and backward, the pipeline's batch) on the kernels this
+    process chose, against a large fp32 matrix product on the same threads (the most these cores reach)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    record = kernels.configure()
+    torch.manual_seed(0)
+    bb = Backbone("embedded", 2)
+    head = nn.Linear(bb.dim, N_CLASSES)
+    h, mask = torch.randn(batch, tokens, bb.dim), torch.ones(batch, tokens, dtype=torch.long)
+    y = torch.randint(N_CLASSES, (batch,), generator=torch.Generator().manual_seed(0))
+
+    def step() -> None:
+        F.cross_entropy(head(bb.forward_top(h, mask)), y).backward()
+
+    with FlopCounterMode(display=False) as counter:
+        step()
+    flops = counter.get_total_flops()
+    for _ in range(3):
+        step()
+    t = timed(lambda: [step() for _ in range(10)], reps)
+    a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
+    for _ in range(2):
+        a @ b
+    g = timed(lambda: [a @ b for _ in range(5)], reps)
+    stage1 = 10 * flops / t["median"] / 1e9
+    gemm = 5 * 2 * 2048**3 / g["median"] / 1e9
+    return {"matmul": record, "threads": torch.get_num_threads(), "batch": batch, "tokens": tokens,
+            "stage1_flops_per_step": flops, "stage1_gflops": stage1, "gemm_2048_gflops": gemm,
+            "stage1_share_of_gemm": stage1 / gemm, "stage1_step": t, "gemm": g}
+
+
+
+def _small_stage_steps(threads: int, steps: int) -> float:
+    """In a worker: training steps per second of a RED residual on features (batch 16, through a frozen head, the
+    pipeline's AdamW) on `threads` torch threads."""
+    torch.set_num_threads(threads)
+    kernels.configure()
+    torch.manual_seed(0)
+    residual, head = Task1Config().residual(384), nn.Linear(384, N_CLASSES).requires_grad_(False)
+    opt = torch.optim.AdamW(residual.parameters(), lr=1e-3, foreach=True)
+    h, y = torch.randn(16, 384), torch.randint(N_CLASSES, (16,))
+
+    def step() -> None:
+        F.cross_entropy(head(h + residual(h)), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(50):
+        step()
+    t = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return steps / (time.perf_counter() - t)
+
+
+def stage_threads(reps: int = 3, steps: int = 2000, workers: int = 2) -> dict:
+    """Small-stage steps per second of `workers` processes training side by side (as a page's workers do, their
+    OpenMP threads waiting passively), with 2 and with 1 torch thread each: the lever behind STAGE_THREADS."""
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # as core/parallel.py sets it for the workers it spawns
+    rows = []
+    for threads in (2, 1):
+        totals = []  # steps/s of all workers together, one per repetition
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
+            for _ in range(reps):
+                totals.append(sum(f.result() for f in [ex.submit(_small_stage_steps, threads, steps)
+                                                       for _ in range(workers)]))
+        rows.append({"threads": threads, **spread(totals)})
+    return {"workers": workers, "steps": steps, "per_thread_count": rows,
+            "speedup_1_over_2": rows[1]["median"] / rows[0]["median"]}
