@@ -142,14 +142,17 @@ def main(argv: list[str] | None = None) -> int:
                 minutes = t["smoke_test_command"]["total_seconds"] / 60
                 print(f"bench updated: {out / 'bench.json'} (make test: {minutes:.1f} min)")
             elif args.kernels:
-                from .bench.micro import kernel_throughput, stage_threads
+                from .bench.micro import kernel_throughput, stage_threads, text_padding
                 from .bench.run import update_entry
 
                 k = update_entry(out, "kernels", kernel_throughput)["kernels"]
                 t = update_entry(out, "stage_threads", stage_threads)["stage_threads"]
+                pad = update_entry(out, "text_padding", text_padding)["text_padding"]
                 print(f"bench updated: {out / 'bench.json'} (kernels: {k['matmul']['path']}, stage 1 "
                       f"{k['stage1_gflops']:.0f} GFLOP/s, {k['stage1_share_of_gemm']:.0%} of a large product's; "
-                      f"small stages on 1 thread per worker: {t['speedup_1_over_2']:.2f}x their speed on 2)")
+                      f"small stages on 1 thread per worker: {t['speedup_1_over_2']:.2f}x their speed on 2; "
+                      f"Task 2 batches cut to their longest text: training {pad['train_speedup']:.2f}x, "
+                      f"validation {pad['validate_speedup']:.2f}x)")
             elif args.notebooks:
                 from .bench.run import update_pages
                 from .book.pages import config_for

@@ -26,6 +26,9 @@ def test_bench_smoke_mode_writes_a_complete_report(tmp_path):
     st = saved["stage_threads"]
     assert [r["threads"] for r in st["per_thread_count"]] == [2, 1] and st["workers"] == 2
     assert all(r["median"] > 0 for r in st["per_thread_count"]) and st["speedup_1_over_2"] > 0
+    pad = saved["text_padding"]
+    assert pad["cut"]["validation tokens per row"] <= pad["padded"]["validation tokens per row"] == pad["padded to"]
+    assert pad["train_speedup"] > 0 and pad["validate_speedup"] > 0
     assert not (tmp_path / "history.jsonl").exists()  # smoke runs stay out of the history of runs
     append_history(report, tmp_path)
     append_history(report, tmp_path)

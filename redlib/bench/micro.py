@@ -107,3 +107,44 @@ def stage_threads(reps: int = 3, steps: int = 2000, workers: int = 2) -> dict:
         rows.append({"threads": threads, **spread(totals)})
     return {"workers": workers, "steps": steps, "per_thread_count": rows,
             "speedup_1_over_2": rows[1]["median"] / rows[0]["median"]}
+
+
+def text_padding(reps: int = 3, n: int = 2048, batch: int = 16, steps: int = 40) -> dict:
+    """Stage 1 on Task 2's texts, with each batch padded to the longest text of all (as before) and cut to its own
+    longest (`TextEncoder.forward`): seconds of `steps` training steps at the pipeline's micro-batch and of one
+    validation pass over `n` texts (id order padded, shortest first cut), and the mean tokens per row each ran on."""
+    import tempfile
+
+    from ..core.store import Store
+    from ..red.encoders import TextEncoder
+    from ..tasks.mixed import Task2Spec, make_task2
+
+    kernels.configure()
+    texts = make_task2(Task2Spec(n_train=n, n_val=8, n_test=8))["train"]["text"].tolist()
+    torch.manual_seed(0)
+    bb = Backbone("embedded", 2)
+    head = nn.Linear(bb.dim, N_CLASSES)
+    y = torch.randint(N_CLASSES, (n,), generator=torch.Generator().manual_seed(0))
+    picks = torch.randperm(n, generator=torch.Generator().manual_seed(1))[: steps * batch].view(steps, batch)
+    with tempfile.TemporaryDirectory() as tmp:
+        enc = TextEncoder(bb, texts, Store(tmp), "bench")
+        padded = lambda idx: bb.forward_top(enc.prefix[idx], enc.mask[idx])  # noqa: E731 - the old path
+        out = {}
+        for name, encode, order in (("padded", padded, torch.arange(n)), ("cut", enc, enc.length_order(torch.arange(n)))):
+            def train() -> None:
+                for idx in picks:
+                    F.cross_entropy(head(encode(idx)), y[idx]).backward()
+
+            def validate() -> None:
+                with torch.no_grad():
+                    for s in range(0, n, 1024):
+                        encode(order[s:s + 1024])
+
+            width = [enc.mask.shape[1] if name == "padded" else int(enc.lengths[order[s:s + 1024]].max())
+                     for s in range(0, n, 1024)]
+            out[name] = {"train": timed(train, reps), "validate": timed(validate, reps),
+                         "validation tokens per row": sum(width) / len(width)}
+    return {"texts": n, "batch": batch, "steps": steps, "mean tokens": float(enc.lengths.float().mean()),
+            "padded to": enc.mask.shape[1], **out,
+            "train_speedup": out["padded"]["train"]["median"] / out["cut"]["train"]["median"],
+            "validate_speedup": out["padded"]["validate"]["median"] / out["cut"]["validate"]["median"]}
