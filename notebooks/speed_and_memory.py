@@ -129,8 +129,7 @@ if bench and "stage_threads" in bench:
     t = bench["stage_threads"]
     threads = pd.DataFrame([{"torch threads per worker": r["threads"], "workers": t["workers"],
                              "steps/s, all workers": f"{r['median']:,.0f} ({r['min']:,.0f}-{r['max']:,.0f})",
-                             "measured at": f"{t.get('git_commit', bench['git_commit'])[:7]}, "
-                                            f"{t.get('measured_at', bench['started_at'])[:10]}"}
+                             "measured at": f"{t['git_commit'][:7]}, {t['measured_at'][:10]}"}
                             for r in t["per_thread_count"]])
     results.table("stage_threads", threads)
     display(plots.styled(threads, hide_index=True,
