@@ -201,18 +201,22 @@ def extension(claim: dict[str, Any], entry: dict[str, Any], tol: float = VALUE_T
 
 # What each page's re-run in this re-publication changed (prose; the numbers are in the pages). A page not named
 # here and re-run gets "re-measured".
-_OTHER_MACHINE = "AMD EPYC, oneDNN fp32 kernels; the page was published before from an Intel Xeon with MKL"
+_RERUN = ("re-run on this machine (AMD EPYC, oneDNN fp32 kernels; the page was published before from an Intel Xeon "
+          "with MKL)")
+_LEVERS = " at the speed levers' code"
+_LAST_BITS = (f"{_RERUN}{_LEVERS} (the small stages on one torch thread, text batches cut to their longest text): the "
+              "same arithmetic with other last bits, and any learning-rate choice they moved (the page's selection "
+              "table)")
 REPUBLICATION_CAUSES = {
-    nb: f"re-run on this machine ({_OTHER_MACHINE}) at the speed levers' code (the small stages on one torch thread, "
-        "text batches cut to their longest text): the same arithmetic with other last bits, and any learning-rate "
-        "choice they moved (the page's selection table)"
-    for nb in ("task1_addition", "mnist_label5")
-} | {"task2_mixed": f"re-run on this machine ({_OTHER_MACHINE}) at the speed levers' code: stage 1's learning rate, "
-                  "chosen on the first seed's validation loss, moved to another rate of the grid (the page's selection "
-                  "table: a one-seed choice this sensitive to the last bits), and every later stage trained on it"} | {
-    nb: f"re-run on this machine ({_OTHER_MACHINE})" for nb in ("toy_experiments", "routing_heatmaps")} | {
+    "task1_addition": _LAST_BITS,
+    "mnist_label5": _LAST_BITS,
+    "task2_mixed": f"{_RERUN}{_LEVERS}: stage 1's learning rate, chosen on the first seed's validation loss, moved to "
+                   "another rate of the grid (the page's selection table: a one-seed choice this sensitive to the last "
+                   "bits), and every later stage trained on it",
+    "toy_experiments": _RERUN,
+    "routing_heatmaps": _RERUN,
     "robustness_and_cost": "re-measured on the re-run stages of Task 1, Task 2 and MNIST, on this machine",
-    "step_decomposition": "re-run at the speed levers' code (its claims were the same bit for bit in the cold bench)"}
+    "step_decomposition": f"re-run{_LEVERS} (its claims were the same bit for bit in the cold bench)"}
 
 
 def changes(df: pd.DataFrame, before: str | os.PathLike) -> pd.DataFrame:
