@@ -165,17 +165,19 @@ def update_entry(out: Path, name: str, measure: Callable[[], dict]) -> dict:
 
 
 def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = None, cache: Path | None = None,
-                   warm_from: Path | None = None) -> dict:
+                   warm_from: Path | None = None, on_page: Callable[[str, dict], None] | None = None) -> dict:
     """Cold wall time and kernel peak memory of each notebook (fresh results folder and cache: `cache` if given,
-    started as a hard-linked copy of `warm_from` if given: the stages of the pages a page reuses)."""
+    started as a hard-linked copy of `warm_from` if given: the stages of the pages a page reuses); `on_page` gets
+    each page's entry as soon as it has run."""
     cache = cache or workdir / "cache"
-    start = "empty stage cache"
+    before = sum(1 for _ in cache.rglob("*.safetensors")) if cache.is_dir() else 0
+    start = "empty stage cache" if before == 0 else f"warm: {before} stage entries already in {cache}"
     if warm_from is not None:
         shutil.copytree(warm_from, cache, copy_function=os.link, dirs_exist_ok=True)
         entries = sum(1 for _ in cache.rglob("*.safetensors"))
         start = f"warm: {entries} stage entries hard-linked from {warm_from} (the pages it builds on have run)"
     env = {**os.environ, "REDLIB_CACHE": str(cache), "REDLIB_PROGRESS": "0"}
-    out = {}
+    out: dict = {}
     for name in notebooks or list(NOTEBOOKS):
         nb_out = workdir / "book" / f"{name}.ipynb"
         nb_out.parent.mkdir(parents=True, exist_ok=True)
@@ -193,6 +195,10 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
                      "stage_seconds": (prov.get("stages") or {}).get("computed_seconds_by_kind", {}),
                      "cache_at_start": start,
                      "claims_sha256": (doc.get("sha256") or {}).get("claims")}  # what it computed, to match a page
+        if on_page is not None:
+            on_page(name, out[name])
+        # the next page starts from the stages this run has left (as in the book, where pages reuse stages)
+        start = f"shared: the stages left by {', '.join(out)} in this run ({sum(1 for _ in cache.rglob('*.safetensors'))} entries)"
     return out
 
 
@@ -220,24 +226,31 @@ def update_pages(out: Path, profile: str, notebooks: list[str], cache: Path | No
     """Time some notebooks cold (one pass) and update only their entries in <out>/bench.json; the rest is kept.
 
     The profile's total becomes the sum of its parts (every notebook's last cold time plus the build), flagged
-    `total_from_parts`, since the pages were not all timed in one pass.
+    `total_from_parts`, since the pages were not all timed in one pass. Each page's entry is written as soon as it
+    has run, and the update lists the pages it completed.
     """
     path = out / "bench.json"
     if not path.exists():
         raise FileNotFoundError(f"{path} does not exist: run the whole bench (`make bench`) once before re-timing pages")
     report = json.loads(path.read_text())
-    with tempfile.TemporaryDirectory() as tmp:
-        times = notebook_times(profile, Path(tmp), notebooks, cache, warm_from)
     block = report.setdefault("notebooks", {}).setdefault(
         profile, {"passes": 1, "per_notebook": {}, "book_build_seconds": None, "total_seconds": None})
-    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    for name, t in times.items():
-        block["per_notebook"][name] = {**t, "wall": spread([t["wall_seconds"]]), "measured_at": stamp}
-    block["total_seconds"] = sum(t["wall_seconds"] for t in block["per_notebook"].values()) + (block["book_build_seconds"] or 0)
-    block["total_from_parts"] = True
-    report.setdefault("page_updates", []).append({"profile": profile, "notebooks": notebooks, "at": stamp,
-                                                  "git_commit": git_commit()})
-    path.write_text(json.dumps(jsonable(report), indent=2) + "\n")
+    update = {"profile": profile, "notebooks": notebooks, "at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+              "git_commit": git_commit(), "completed": []}
+    report.setdefault("page_updates", []).append(update)
+
+    def record(name: str, t: dict) -> None:
+        """Write one page's entry at once, so a long run that is stopped keeps the pages it finished."""
+        block["per_notebook"][name] = {**t, "wall": spread([t["wall_seconds"]]),
+                                       "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+        block["total_seconds"] = (sum(v["wall_seconds"] for v in block["per_notebook"].values())
+                                  + (block["book_build_seconds"] or 0))
+        block["total_from_parts"] = True
+        update["completed"].append(name)
+        path.write_text(json.dumps(jsonable(report), indent=2) + "\n")
+
+    with tempfile.TemporaryDirectory() as tmp:
+        notebook_times(profile, Path(tmp), notebooks, cache, warm_from, on_page=record)
     return report
 
 
