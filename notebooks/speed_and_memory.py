@@ -162,6 +162,25 @@ else:
     glue_values({"sp_padding": "not measured"})
 
 # %% [markdown]
+# Stage-1 runs (the seeds, the settings, the rates tried) train one after another, each on both threads. Two runs
+# could instead train at once, in two processes of one thread each, as the small stages do. Stage-1 training steps
+# per second, one process on two threads against two one-thread processes side by side (their sum):
+
+# %% tags=["hide-input"]
+if bench and "stage1_processes" in bench:
+    t = bench["stage1_processes"]
+    side = pd.DataFrame([{"processes": r["processes"], "torch threads each": r["threads each"],
+                          "steps/s, all processes": f"{r['median']:.1f} ({r['min']:.1f}-{r['max']:.1f})",
+                          "measured at": f"{t['git_commit'][:7]}, {t['measured_at'][:10]}"} for r in t["per_layout"]])
+    results.table("stage1_processes", side)
+    display(plots.styled(side, hide_index=True, caption="Stage-1 training steps per second, one run at a time or two "
+                         "side by side (make bench --kernels)"))
+    glue_values({"sp_stage1_side": f"{t['speedup_side_by_side']:.2f}x"})
+else:
+    display(Markdown("Stage 1 side by side has not been measured yet: `python -m redlib bench --kernels`."))
+    glue_values({"sp_stage1_side": "not measured"})
+
+# %% [markdown]
 # ## Experts and routers on cached pooled features
 
 # %% tags=["hide-input"]
@@ -206,10 +225,15 @@ if bench:
         results.table("notebooks", nbt)
         for prof, part in nbt.groupby("profile", sort=False):  # "ran as published" speaks of the full profile only
             part = part.drop(columns=["profile"] + ([report.SAME_CODE] if prof != "full" else []))
+            if (part["cold passes"] == 1).all():  # one pass each: no spread to show
+                part = part.drop(columns=["cold passes"]).rename(columns={"cold wall s (median, min-max)": "cold wall s"})
             display(plots.styled(part, precision=1, hide_index=True, caption=f"Each notebook's cold run, {prof} profile"))
-    for upd in bench.get("page_updates", []):
-        display(Markdown(f"Re-timed alone at commit `{upd['git_commit'][:12]}` ({upd['at']}, {upd['profile']} profile): "
-                         + ", ".join(f"`{n}`" for n in upd["notebooks"]) + "."))
+    retimed, superseded = report.retimings(bench)
+    if len(retimed):
+        display(plots.styled(retimed, hide_index=True, caption="The re-timings behind these tables: pages timed apart from "
+                             "a whole bench run, latest first"))
+        display(Markdown(f"{superseded} earlier re-timings were superseded; `results/bench/bench.json` keeps them "
+                         "(`page_updates`)."))
     built = {p: b for p, b in bench["notebooks"].items() if b["book_build_seconds"] is not None}
     if built:
         display(Markdown("Strict HTML build of the executed notebooks: "
@@ -351,6 +375,8 @@ glue_values(report.found(bench, tt if bench else None, history, nbt))
 # - The small stages train {glue:text}`sp_stage_threads` as fast on one torch thread per worker as on two (two
 #   workers side by side, the measurement above); that is why they run on one.
 # - Cutting each batch of texts to its longest text makes stage 1 on Task 2 {glue:text}`sp_padding`.
+# - Two stage-1 runs side by side, one thread each, train {glue:text}`sp_stage1_side` as fast as one run on two
+#   threads; the pages still train stage-1 runs one after another.
 # - Cached pooled features make a router epoch cheaper than recomputing the backbone by
 #   {glue:text}`sp_features`: stages 2-4 of every experiment train on them.
 

@@ -61,7 +61,8 @@ def _parser() -> argparse.ArgumentParser:
                             "that entry")
     bench.add_argument("--kernels", action="store_true",
                        help="measure only the micro-benchmarks (the fp32 kernels' stage-1 GFLOP/s, the small "
-                            "stages' steps/s per thread count) and update those entries of bench.json")
+                            "stages' steps/s per thread count, Task 2's padding, stage 1 side by side) and update "
+                            "those entries of bench.json")
     bench.add_argument("--notebooks", default=None,
                        help="re-time only these notebooks (comma-separated), one cold pass per profile, and update "
                             "their entries in an existing bench.json")
@@ -142,17 +143,19 @@ def main(argv: list[str] | None = None) -> int:
                 minutes = t["smoke_test_command"]["total_seconds"] / 60
                 print(f"bench updated: {out / 'bench.json'} (make test: {minutes:.1f} min)")
             elif args.kernels:
-                from .bench.micro import kernel_throughput, stage_threads, text_padding
+                from .bench.micro import kernel_throughput, stage1_processes, stage_threads, text_padding
                 from .bench.run import update_entry
 
                 k = update_entry(out, "kernels", kernel_throughput)["kernels"]
                 t = update_entry(out, "stage_threads", stage_threads)["stage_threads"]
                 pad = update_entry(out, "text_padding", text_padding)["text_padding"]
+                s1 = update_entry(out, "stage1_processes", stage1_processes)["stage1_processes"]
                 print(f"bench updated: {out / 'bench.json'} (kernels: {k['matmul']['path']}, stage 1 "
                       f"{k['stage1_gflops']:.0f} GFLOP/s, {k['stage1_share_of_gemm']:.0%} of a large product's; "
                       f"small stages on 1 thread per worker: {t['speedup_1_over_2']:.2f}x their speed on 2; "
                       f"Task 2 batches cut to their longest text: training {pad['train_speedup']:.2f}x, "
-                      f"validation {pad['validate_speedup']:.2f}x)")
+                      f"validation {pad['validate_speedup']:.2f}x; stage 1 in two one-thread processes side by side: "
+                      f"{s1['speedup_side_by_side']:.2f}x one two-thread process)")
             elif args.notebooks:
                 from .bench.run import update_pages
                 from .book.pages import config_for

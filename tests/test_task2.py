@@ -85,7 +85,25 @@ def test_a_stage_still_improving_at_its_cap_is_counted_and_named():
     fit = epochs.assign(**{"val loss": [1e-6, 0.5, 0.2]})  # the capped run is already fit on validation
     assert range_tables.capped_stages(fit) == ("iid: residual R1 1/2 (1 of these 1 runs end at a validation loss "
                                                "under 0.001: already fit, their loss can only creep towards zero)")
-    assert range_tables.capped_stages(fit.assign(**{"val loss": 0.5})) == "iid: residual R1 1/2"
+    unfit = fit.assign(**{"val loss": 0.5, "seed": [1, 0, 0]})
+    assert range_tables.capped_stages(unfit) == ("iid: residual R1 1/2. Still improving and not yet fit (final "
+                                                 "validation loss in brackets): iid seed 1: residual R1 (0.5)")
+
+
+def test_each_capped_run_not_yet_fit_is_named_with_what_it_rests_on():
+    """A claims' run with its seed's stage 1 beside the other seeds' (the worst one said so); an extension as such."""
+    row = {"epochs run": 60, "best epoch": 59, "max epochs": 60, "patience": 3, "val loss": 0.4}
+    s1 = {"stage": "stage 1", "epochs run": 20, "best epoch": 16, "max epochs": 60, "patience": 3}
+    epochs = pd.DataFrame([
+        {**s1, "run": "iid", "seed": 0, "val loss": 1.5}, {**s1, "run": "iid", "seed": 1, "val loss": 2.3},
+        {**row, "run": "iid", "seed": 1, "stage": "residual add"},
+        {**row, "run": "iid", "seed": 0, "stage": "global head all train"},
+        {**row, "run": "pairs", "seed": 0, "stage": "expert R5"}, {**row, "run": "pairs", "seed": 0, "stage": "expert R5"}])
+    words = range_tables.capped_stages(epochs, claims=epochs["run"] == "iid")
+    assert ("iid seed 1: residual add (0.4), on a stage 1 that stopped at a validation loss of 2.3 (best epoch 16; "
+            "the other seeds': 1.5; the worst stage 1 of the seeds") in words
+    assert "a second reading no claim is judged on: iid global head all train (0.4)" in words
+    assert words.endswith("no claim's verdict rests on them): pairs expert R5 x2 (0.4)")
 
 
 def test_found_gives_every_value_the_prose_pastes(tiny_tables):

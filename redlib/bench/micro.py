@@ -1,5 +1,5 @@
-"""Micro-benchmarks of the levers the pipeline's speed rests on: the fp32 kernels on stage 1, and the torch thread
-count of the small stages' side-by-side worker processes. Each is `make bench`'s entry of the same name, also
+"""Micro-benchmarks of the levers the pipeline's speed rests on: the fp32 kernels on stage 1, the torch thread
+count of the small stages' side-by-side worker processes, and stage-1 runs side by side. Each is `make bench`'s entry of the same name, also
 measured alone (`python -m redlib bench --kernels`)."""
 
 from __future__ import annotations
@@ -107,6 +107,47 @@ def stage_threads(reps: int = 3, steps: int = 2000, workers: int = 2) -> dict:
         rows.append({"threads": threads, **spread(totals)})
     return {"workers": workers, "steps": steps, "per_thread_count": rows,
             "speedup_1_over_2": rows[1]["median"] / rows[0]["median"]}
+
+
+def _stage1_steps(threads: int, steps: int, batch: int = 64, tokens: int = 12) -> float:
+    """In a worker: stage-1 training steps per second (top 2 blocks + head, forward, backward and the pipeline's
+    AdamW step, at its batch) on `threads` torch threads."""
+    torch.set_num_threads(threads)
+    kernels.configure()
+    torch.manual_seed(0)
+    bb = Backbone("embedded", 2)
+    head = nn.Linear(bb.dim, N_CLASSES)
+    opt = torch.optim.AdamW([p for p in bb.parameters() if p.requires_grad] + list(head.parameters()), lr=1e-5,
+                            foreach=True)
+    h, mask = torch.randn(batch, tokens, bb.dim), torch.ones(batch, tokens, dtype=torch.long)
+    y = torch.randint(N_CLASSES, (batch,), generator=torch.Generator().manual_seed(0))
+
+    def step() -> None:
+        F.cross_entropy(head(bb.forward_top(h, mask)), y).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    for _ in range(5):
+        step()
+    t = time.perf_counter()
+    for _ in range(steps):
+        step()
+    return steps / (time.perf_counter() - t)
+
+
+def stage1_processes(reps: int = 3, steps: int = 40) -> dict:
+    """Stage-1 steps per second of one process on both threads (how the pages train stage-1 runs: one after another)
+    against two one-thread processes side by side (two runs at once, e.g. two seeds): the side-by-side lever."""
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    rows = []
+    for workers, threads in ((1, 2), (2, 1)):
+        totals = []
+        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
+            for _ in range(reps):
+                totals.append(sum(f.result() for f in [ex.submit(_stage1_steps, threads, steps)
+                                                       for _ in range(workers)]))
+        rows.append({"processes": workers, "threads each": threads, **spread(totals)})
+    return {"steps": steps, "per_layout": rows, "speedup_side_by_side": rows[1]["median"] / rows[0]["median"]}
 
 
 def text_padding(reps: int = 3, n: int = 2048, batch: int = 16, steps: int = 40) -> dict:

@@ -122,6 +122,22 @@ def notebooks(bench: dict) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def retimings(bench: dict) -> tuple[pd.DataFrame, int]:
+    """The page re-timings whose times the notebooks table still shows (latest first), and how many were superseded."""
+    shown = {(prof, name): (t.get("git_commit") or "")[:12]
+             for prof, block in bench.get("notebooks", {}).items() for name, t in block["per_notebook"].items()}
+    rows, updates = [], bench.get("page_updates", [])
+    for upd in reversed(updates):
+        key = upd["git_commit"][:12]
+        pages = [n for n in upd.get("completed", upd["notebooks"]) if shown.get((upd["profile"], n)) == key]
+        for n in pages:
+            shown.pop((upd["profile"], n))  # an older re-timing at the same commit no longer shows this page
+        if pages:
+            rows.append({"profile": upd["profile"], "commit": key[:7], "started": upd["at"][:16].replace("T", " "),
+                         "pages it timed that the table shows": ", ".join(pages)})
+    return pd.DataFrame(rows), len(updates) - len(rows)
+
+
 SAME_CODE = "ran as published"
 
 

@@ -36,7 +36,7 @@ from ..experiments.task1 import Task1Config
 from ..models.backbone import Backbone, embedded_path
 from ..models.combiners import ProbMixture, ResidualMixture
 from ..tasks.arithmetic import N_CLASSES, RANGE_NAMES, Task1Spec, make_task1
-from .micro import kernel_throughput, spread, stage_threads, text_padding, timed
+from .micro import kernel_throughput, spread, stage1_processes, stage_threads, text_padding, timed
 
 TARGETS = {"embedded_cache_speedup": 1.6, "qwen_cache_speedup": 4.5, "full_book_minutes": BOOK_MINUTES,
            "smoke_test_minutes": 15, "peak_rss_gib": 4.0}
@@ -198,7 +198,8 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
         if on_page is not None:
             on_page(name, out[name])
         # the next page starts from the stages this run has left (as in the book, where pages reuse stages)
-        start = f"shared: the stages left by {', '.join(out)} in this run ({sum(1 for _ in cache.rglob('*.safetensors'))} entries)"
+        left = sum(1 for _ in cache.rglob("*.safetensors"))
+        start = f"shared: the stages left by {', '.join(out)} in this run ({left} entries)"
     return out
 
 
@@ -375,6 +376,7 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
         step("kernels", lambda: kernel_throughput(reps))
         step("stage_threads", lambda: stage_threads(reps, 200 if smoke else 2000))
         step("text_padding", lambda: text_padding(reps, 64 if smoke else 2048, steps=2 if smoke else 40))
+        step("stage1_processes", lambda: stage1_processes(reps, 5 if smoke else 40))
         report["notebooks"] = {}
         for p in profiles:
             # the smoke profile is cheap enough to repeat; a full cold pass takes most of an hour

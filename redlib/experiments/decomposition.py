@@ -390,7 +390,8 @@ def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str
         "sd_residual_lr": listing(residual.groupby("stage", sort=False)["lr"].first().map(lambda x: f"{x:g}")),
         "sd_residual_epochs": residual["epochs run"].mean(), "sd_residual_best": residual["best epoch"].mean(),
         "sd_residual_capped": int(range_tables.epochs_table(residual, by=("stage",))["still improving at the cap"].sum()),
-        "sd_residual_stages": len(residual), "sd_capped": range_tables.capped_stages(ep, by=("stage",)),
+        "sd_residual_stages": len(residual), "sd_capped": range_tables.capped_stages(
+            ep, by=("stage",), claims=(ep["run"] == main) & ~ep["stage"].str.endswith(PAPER_LR)),
         **{f"sd_paperlr_{k}": f"{true[m + paper_lr]:.3f}" if paper_lr else "not run" for m, k in PAPER_KEYS.items()},
         "sd_paperlr_single": f"{single['RED (true range)' + paper_lr]:.3f}" if paper_lr else "not run",
         **verdict_keys("sd", v),

@@ -73,9 +73,10 @@ def epochs_table(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage")) -
     return out.astype({"max epochs": int, "patience": int, "runs": int, "still improving at the cap": int})
 
 
-def capped_stages(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage")) -> str:
+def capped_stages(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage"), claims: pd.Series | None = None) -> str:
     """The stages still improving at their cap in some run, per setting, as 'stage runs-at-cap/runs' ('no stage'
-    when none)."""
+    when none), then each capped run that is not already fit with its cause in words. `claims` marks the rows of the
+    claims' runs (default: every row); the others are extensions, outside the paper's protocol."""
     table = epochs_table(epochs, by)
     hit = table[table["still improving at the cap"] > 0]
     words = [(k[:-1], k[-1]) if isinstance(k, tuple) else ((), k) for k in hit.index]
@@ -86,11 +87,54 @@ def capped_stages(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage")) 
     if not words:
         return "no stage"
     if "val loss" in epochs:  # a stage already fit on validation can only creep closer to zero loss
-        capped = epochs[still_improving(epochs["best epoch"], epochs["max epochs"], epochs["patience"])]
-        fit = int((capped["val loss"] < FIT_LOSS).sum())
-        words += (f" ({fit} of these {len(capped)} runs end at a validation loss under {FIT_LOSS:g}: already fit, "
-                  "their loss can only creep towards zero)") if fit else ""
+        epochs = epochs.reset_index(drop=True)  # tables concatenated per seed repeat their row labels
+        claims = pd.Series(True if claims is None else claims.to_numpy(), index=epochs.index)
+        at_cap = still_improving(epochs["best epoch"], epochs["max epochs"], epochs["patience"])
+        fit = int((epochs[at_cap]["val loss"] < FIT_LOSS).sum())
+        words += (f" ({fit} of these {int(at_cap.sum())} runs end at a validation loss under {FIT_LOSS:g}: already "
+                  "fit, their loss can only creep towards zero)") if fit else ""
+        words += unfit_causes(epochs, at_cap & (epochs["val loss"] >= FIT_LOSS), claims, by)
     return words
+
+
+SECOND_READINGS = ("global head all train",)  # stages of a labelled variant that no claim is judged on
+
+
+def by_stage(rows: pd.DataFrame, by: tuple[str, ...]) -> str:
+    """Capped runs grouped as the epochs table groups them: 'setting stage xN (final validation loss, or its range
+    over the N runs)'."""
+    g = rows.groupby(list(by), sort=False)["val loss"].agg(["size", "min", "max"])
+    names = [" ".join(map(str, k)) if isinstance(k, tuple) else str(k) for k in g.index]
+    return ", ".join(f"{st}{f' x{n}' if n > 1 else ''} ({lo:.2g}{f'-{hi:.2g}' if f'{hi:.2g}' != f'{lo:.2g}' else ''})"
+                     for st, n, lo, hi in zip(names, g["size"], g["min"], g["max"]))
+
+
+def unfit_causes(epochs: pd.DataFrame, unfit: pd.Series, claims: pd.Series, by: tuple[str, ...]) -> str:
+    """The capped runs not yet fit, in words, with what each rests on: in the claims' runs, its seed's stage 1
+    (validation loss and best epoch against the other seeds'); a second reading; or an extension."""
+    if not unfit.any():
+        return ""
+    run = epochs["run"] if "run" in epochs else pd.Series("", index=epochs.index)
+    s1 = epochs[epochs["stage"] == "stage 1"]
+    parts = []
+    main = epochs[unfit & claims & ~epochs["stage"].isin(SECOND_READINGS)]
+    for (r, seed), g in main.groupby([run[main.index], "seed"], sort=False):
+        stages = ", ".join(f"{st} ({loss:.2g})" for st, loss in zip(g["stage"], g["val loss"]))
+        mine = s1[(run[s1.index] == r) & (s1["seed"] == seed)]
+        others = s1[(run[s1.index] == r) & (s1["seed"] != seed) & claims[s1.index]]
+        worst = len(mine) and len(others) and mine["val loss"].iloc[0] > others["val loss"].max()
+        base = (f", on a stage 1 that stopped at a validation loss of {mine['val loss'].iloc[0]:.3g} (best epoch "
+                f"{mine['best epoch'].iloc[0]}; the other seeds': {', '.join(f'{x:.3g}' for x in others['val loss'])}"
+                + ("; the worst stage 1 of the seeds, so these stages learn on poorer features)" if worst else ")")
+                if len(mine) and len(others) else "")
+        parts.append(f"{(r + ' ') if r else ''}seed {seed}: {stages}{base}")
+    second = epochs[unfit & epochs["stage"].isin(SECOND_READINGS)]
+    if len(second):
+        parts.append("a second reading no claim is judged on: " + by_stage(second, by))
+    ext = epochs[unfit & ~claims & ~epochs["stage"].isin(SECOND_READINGS)]
+    if len(ext):
+        parts.append("in the extensions (outside the paper's protocol; no claim's verdict rests on them): " + by_stage(ext, by))
+    return ". Still improving and not yet fit (final validation loss in brackets): " + "; ".join(parts)
 
 
 FIT_LOSS = 1e-3  # validation cross-entropy (nats) under which a stage counts as already fit

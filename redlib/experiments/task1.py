@@ -194,7 +194,8 @@ def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
         "t1_extensions": "; ".join(f"{st.description}: " + listing(acc[st.label][ORDER]) + ", oracle experts "
                                    f"{acc[st.label]['oracle experts']:.3f}" for st in others) or "none run",
         "t1_digit_change": "; ".join(digits) or "not run in this profile",
-        "t1_near_misses": range_tables.near_miss_words(ov, "RED"), "t1_capped": range_tables.capped_stages(t["epochs"]),
+        "t1_near_misses": range_tables.near_miss_words(ov, "RED"), "t1_capped": range_tables.capped_stages(
+            t["epochs"], claims=t["epochs"]["run"] == cfg.settings[0].label),
         "t1_n_claims": len(v), "t1_tally": range_tables.verdict_tally(v),
         **verdict_keys("t1", v),
     }

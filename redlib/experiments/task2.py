@@ -158,6 +158,8 @@ def found(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
         "t2_extensions": "; ".join(f"{st.description}: " + listing(acc[st.label][ORDER]) for st in others) or "none run",
         "t2_digit_settings": ", ".join(st.description for st in cfg.settings if st.number_format == "digits")
         or "no setting",
-        "t2_capped": range_tables.capped_stages(t["epochs"]), "t2_n_claims": len(v), "t2_tally": range_tables.verdict_tally(v),
+        "t2_capped": range_tables.capped_stages(
+            t["epochs"], claims=t["epochs"]["run"] == cfg.settings[0].label),
+        "t2_n_claims": len(v), "t2_tally": range_tables.verdict_tally(v),
         **verdict_keys("t2", v),
     }
