@@ -1,6 +1,6 @@
 """Micro-benchmarks of the levers the pipeline's speed rests on: the fp32 kernels on stage 1, the torch thread
-count of the small stages' side-by-side worker processes, and stage-1 runs side by side. Each is `make bench`'s entry of the same name, also
-measured alone (`python -m redlib bench --kernels`)."""
+count of the small stages' side-by-side worker processes, and stage-1 runs side by side. Each is `make bench`'s
+entry of the same name, also measured alone (`python -m redlib bench --kernels`)."""
 
 from __future__ import annotations
 
