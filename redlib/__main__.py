@@ -72,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
                        help="with --notebooks: start the timed runs from a hard-linked copy of this stage cache (for a "
                             "page that reuses other pages' stages: time it after they have run); it must not hold the "
                             "timed page's own stages")
+    bench.add_argument("--publish", action="store_true",
+                       help="with --notebooks (default: every page, in the book's order): each timed run is the "
+                            "published run itself, into this checkout's results/ and book/ (from a clean tree and an "
+                            "empty --cache), and with every page the strict HTML build is timed too: one cold pass "
+                            "both times and re-publishes the book")
     return ap
 
 
@@ -156,11 +161,16 @@ def main(argv: list[str] | None = None) -> int:
                       f"Task 2 batches cut to their longest text: training {pad['train_speedup']:.2f}x, "
                       f"validation {pad['validate_speedup']:.2f}x; stage 1 in two one-thread processes side by side: "
                       f"{s1['speedup_side_by_side']:.2f}x one two-thread process)")
-            elif args.notebooks:
+            elif args.notebooks or args.publish:
                 from .bench.run import update_pages
                 from .book.pages import config_for
+                from .book.results import git_commit
 
-                names, cache = args.notebooks.split(","), Path(args.cache) if args.cache else None
+                names = args.notebooks.split(",") if args.notebooks else list(NOTEBOOKS)
+                cache = Path(args.cache) if args.cache else None
+                if args.publish and (cache is None or git_commit().endswith("+dirty")):
+                    raise ParameterError("--publish re-publishes the pages it times: it needs a clean tree (commit "
+                                         "first, so no page's provenance reads +dirty) and an empty --cache folder")
                 for name in names:
                     config_for(name)  # an unknown name is a one-line error naming the notebooks
                 if cache is not None and cache.exists() and any(cache.iterdir()):
@@ -169,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                 if warm is not None and not warm.is_dir():
                     raise ParameterError(f"--warm-from {warm} is not a folder (a stage cache, e.g. ./cache)")
                 for p in profiles or ["full"]:
-                    update_pages(out, p, names, cache, warm)
+                    update_pages(out, p, names, cache, warm, publish=args.publish)
                 print(f"bench updated: {out / 'bench.json'} ({', '.join(names)})")
             else:
                 if args.cache or args.warm_from:

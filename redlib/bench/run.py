@@ -165,10 +165,12 @@ def update_entry(out: Path, name: str, measure: Callable[[], dict]) -> dict:
 
 
 def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = None, cache: Path | None = None,
-                   warm_from: Path | None = None, on_page: Callable[[str, dict], None] | None = None) -> dict:
+                   warm_from: Path | None = None, on_page: Callable[[str, dict], None] | None = None,
+                   publish: bool = False) -> dict:
     """Cold wall time and kernel peak memory of each notebook (fresh results folder and cache: `cache` if given,
     started as a hard-linked copy of `warm_from` if given: the stages of the pages a page reuses); `on_page` gets
-    each page's entry as soon as it has run."""
+    each page's entry as soon as it has run. With `publish`, each page is the published run itself (`make book`'s
+    run of it, into this checkout's results/ and book/), so one cold pass both times and re-publishes the book."""
     cache = cache or workdir / "cache"
     before = sum(1 for _ in cache.rglob("*.safetensors")) if cache.is_dir() else 0
     start = "empty stage cache" if before == 0 else f"warm: {before} stage entries already in {cache}"
@@ -179,13 +181,13 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
     env = {**os.environ, "REDLIB_CACHE": str(cache), "REDLIB_PROGRESS": "0"}
     out: dict = {}
     for name in notebooks or list(NOTEBOOKS):
-        nb_out = workdir / "book" / f"{name}.ipynb"
-        nb_out.parent.mkdir(parents=True, exist_ok=True)
+        results = project_root() / "results" if publish else workdir / "results"
+        where = [] if publish else ["-p", "results_dir", str(results), "--output", str(workdir / "book" / f"{name}.ipynb")]
+        (workdir / "book").mkdir(parents=True, exist_ok=True)
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "redlib", "run", name, "-p", "profile", profile,
-                        "-p", "results_dir", str(workdir / "results"), "--output", str(nb_out)],
+        subprocess.run([sys.executable, "-m", "redlib", "run", name, "-p", "profile", profile, *where],
                        env=env, check=True, cwd=project_root(), capture_output=True)
-        doc = json.loads((workdir / "results" / profile / name / "claims.json").read_text())
+        doc = json.loads((results / profile / name / "claims.json").read_text())
         prov = doc["provenance"]
         out[name] = {"wall_seconds": time.perf_counter() - t, "kernel_seconds": prov["wall_seconds"],
                      "git_commit": prov.get("git_commit"), "parameters": prov.get("parameters"),
@@ -223,12 +225,13 @@ def profile_passes(profile: str, workdir: Path, passes: int, notebooks: list[str
 
 
 def update_pages(out: Path, profile: str, notebooks: list[str], cache: Path | None = None,
-                 warm_from: Path | None = None) -> dict:
+                 warm_from: Path | None = None, publish: bool = False) -> dict:
     """Time some notebooks cold (one pass) and update only their entries in <out>/bench.json; the rest is kept.
 
     The profile's total becomes the sum of its parts (every notebook's last cold time plus the build), flagged
-    `total_from_parts`, since the pages were not all timed in one pass. Each page's entry is written as soon as it
-    has run, and the update lists the pages it completed.
+    `total_from_parts` unless this one pass ran every page and the build. Each page's entry is written as soon as it
+    has run, and the update lists the pages it completed. With `publish`, the pages are the published runs (see
+    `notebook_times`) and, when every page has run, the strict HTML build of the published book is timed too.
     """
     path = out / "bench.json"
     if not path.exists():
@@ -251,7 +254,17 @@ def update_pages(out: Path, profile: str, notebooks: list[str], cache: Path | No
         path.write_text(json.dumps(jsonable(report), indent=2) + "\n")
 
     with tempfile.TemporaryDirectory() as tmp:
-        notebook_times(profile, Path(tmp), notebooks, cache, warm_from, on_page=record)
+        notebook_times(profile, Path(tmp), notebooks, cache, warm_from, on_page=record, publish=publish)
+    if publish and set(update["completed"]) == set(NOTEBOOKS):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "redlib", "book", "--profile", profile, "--no-execute"],
+                       check=True, cwd=project_root(), capture_output=True)
+        block["book_build_seconds"] = time.perf_counter() - t
+        block["total_seconds"] = sum(v["wall_seconds"] for v in block["per_notebook"].values()) + block["book_build_seconds"]
+        block["total_from_parts"] = False  # every page and the build, cold, in this one pass at one commit
+        block["one_pass"] = {"git_commit": update["git_commit"], "at": update["at"]}
+        update["book_build_seconds"] = block["book_build_seconds"]
+        path.write_text(json.dumps(jsonable(report), indent=2) + "\n")
     return report
 
 
