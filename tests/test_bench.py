@@ -66,3 +66,19 @@ def test_retiming_one_page_updates_only_its_entry_and_fills_the_given_cache(tmp_
     assert any(cache.rglob("*.safetensors"))  # the timed run's stages stay in the folder given
     table = bench_report.notebooks(after).set_index(["profile", "notebook"])
     assert table.loc[("smoke", "toy_experiments"), bench_report.CURRENT] == "yes"
+
+
+def test_publishing_bench_times_the_published_run_itself(tmp_path):
+    run_bench(tmp_path, smoke=True, notebooks=["reproduce"])
+    update_pages(tmp_path, "smoke", ["toy_experiments"], tmp_path / "cold-cache", publish=True)
+    toy = json.loads((tmp_path / "bench.json").read_text())["notebooks"]["smoke"]["per_notebook"]["toy_experiments"]
+    published = json.loads((project_root() / "results" / "smoke" / "toy_experiments" / "claims.json").read_text())
+    assert toy["claims_sha256"] == published["sha256"]["claims"]  # the timed run is the one results/ now holds
+    assert published["provenance"]["wall_seconds"] == toy["kernel_seconds"]
+
+
+def test_publishing_bench_needs_an_empty_cache_folder(capsys):
+    from redlib.__main__ import main
+
+    assert main(["bench", "--publish", "--notebooks", "toy_experiments"]) == 2
+    assert "--publish" in capsys.readouterr().err
