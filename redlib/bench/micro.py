@@ -69,23 +69,16 @@ def kernel_throughput(reps: int = 5, batch: int = 64, tokens: int = 12) -> dict:
             "stage1_share_of_gemm": stage1 / gemm, "stage1_step": t, "gemm": g}
 
 
-
-def _small_stage_steps(threads: int, steps: int) -> float:
-    """In a worker: training steps per second of a RED residual on features (batch 16, through a frozen head, the
-    pipeline's AdamW) on `threads` torch threads."""
-    torch.set_num_threads(threads)
-    kernels.configure()
-    torch.manual_seed(0)
-    residual, head = Task1Config().residual(384), nn.Linear(384, N_CLASSES).requires_grad_(False)
-    opt = torch.optim.AdamW(residual.parameters(), lr=1e-3, foreach=True)
-    h, y = torch.randn(16, 384), torch.randint(N_CLASSES, (16,))
+def _steps_per_second(loss: Callable[[], torch.Tensor], params: list, warmup: int, steps: int) -> float:
+    """Training steps per second (the loss's backward and the pipeline's AdamW step) after `warmup` untimed steps."""
+    opt = torch.optim.AdamW(params, lr=1e-5, foreach=True)
 
     def step() -> None:
-        F.cross_entropy(head(h + residual(h)), y).backward()
+        loss().backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
 
-    for _ in range(50):
+    for _ in range(warmup):
         step()
     t = time.perf_counter()
     for _ in range(steps):
@@ -93,60 +86,53 @@ def _small_stage_steps(threads: int, steps: int) -> float:
     return steps / (time.perf_counter() - t)
 
 
-def stage_threads(reps: int = 3, steps: int = 2000, workers: int = 2) -> dict:
-    """Small-stage steps per second of `workers` processes training side by side (as a page's workers do, their
-    OpenMP threads waiting passively), with 2 and with 1 torch thread each: the lever behind STAGE_THREADS."""
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # as core/parallel.py sets it for the workers it spawns
-    rows = []
-    for threads in (2, 1):
-        totals = []  # steps/s of all workers together, one per repetition
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
-            for _ in range(reps):
-                totals.append(sum(f.result() for f in [ex.submit(_small_stage_steps, threads, steps)
-                                                       for _ in range(workers)]))
-        rows.append({"threads": threads, **spread(totals)})
-    return {"workers": workers, "steps": steps, "per_thread_count": rows,
-            "speedup_1_over_2": rows[1]["median"] / rows[0]["median"]}
+def _small_stage_steps(threads: int, steps: int) -> float:
+    """In a worker: training steps per second of a RED residual on features (batch 16, through a frozen head) on
+    `threads` torch threads."""
+    torch.set_num_threads(threads)
+    kernels.configure()
+    torch.manual_seed(0)
+    residual, head = Task1Config().residual(384), nn.Linear(384, N_CLASSES).requires_grad_(False)
+    h, y = torch.randn(16, 384), torch.randint(N_CLASSES, (16,))
+    return _steps_per_second(lambda: F.cross_entropy(head(h + residual(h)), y), list(residual.parameters()), 50, steps)
 
 
 def _stage1_steps(threads: int, steps: int, batch: int = 64, tokens: int = 12) -> float:
-    """In a worker: stage-1 training steps per second (top 2 blocks + head, forward, backward and the pipeline's
-    AdamW step, at its batch) on `threads` torch threads."""
+    """In a worker: stage-1 training steps per second (top 2 blocks + head, at the pipeline's batch) on `threads`
+    torch threads."""
     torch.set_num_threads(threads)
     kernels.configure()
     torch.manual_seed(0)
     bb = Backbone("embedded", 2)
     head = nn.Linear(bb.dim, N_CLASSES)
-    opt = torch.optim.AdamW([p for p in bb.parameters() if p.requires_grad] + list(head.parameters()), lr=1e-5,
-                            foreach=True)
     h, mask = torch.randn(batch, tokens, bb.dim), torch.ones(batch, tokens, dtype=torch.long)
     y = torch.randint(N_CLASSES, (batch,), generator=torch.Generator().manual_seed(0))
+    params = [p for p in bb.parameters() if p.requires_grad] + list(head.parameters())
+    return _steps_per_second(lambda: F.cross_entropy(head(bb.forward_top(h, mask)), y), params, 5, steps)
 
-    def step() -> None:
-        F.cross_entropy(head(bb.forward_top(h, mask)), y).backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
 
-    for _ in range(5):
-        step()
-    t = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return steps / (time.perf_counter() - t)
+def _side_by_side(fn: Callable[[int, int], float], processes: int, threads: int, steps: int, reps: int) -> dict:
+    """Steps per second of `processes` spawned workers running fn(threads, steps) at once, summed; spread over reps."""
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # as core/parallel.py sets it for the workers it spawns
+    with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as ex:
+        totals = [sum(f.result() for f in [ex.submit(fn, threads, steps) for _ in range(processes)])
+                  for _ in range(reps)]
+    return spread(totals)
+
+
+def stage_threads(reps: int = 3, steps: int = 2000, workers: int = 2) -> dict:
+    """Small-stage steps per second of `workers` processes training side by side (as a page's workers do, their
+    OpenMP threads waiting passively), with 2 and with 1 torch thread each: the lever behind STAGE_THREADS."""
+    rows = [{"threads": t, **_side_by_side(_small_stage_steps, workers, t, steps, reps)} for t in (2, 1)]
+    return {"workers": workers, "steps": steps, "per_thread_count": rows,
+            "speedup_1_over_2": rows[1]["median"] / rows[0]["median"]}
 
 
 def stage1_processes(reps: int = 3, steps: int = 40) -> dict:
     """Stage-1 steps per second of one process on both threads (how the pages train stage-1 runs: one after another)
     against two one-thread processes side by side (two runs at once, e.g. two seeds): the side-by-side lever."""
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    rows = []
-    for workers, threads in ((1, 2), (2, 1)):
-        totals = []
-        with ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn")) as ex:
-            for _ in range(reps):
-                totals.append(sum(f.result() for f in [ex.submit(_stage1_steps, threads, steps)
-                                                       for _ in range(workers)]))
-        rows.append({"processes": workers, "threads each": threads, **spread(totals)})
+    rows = [{"processes": n, "threads each": t, **_side_by_side(_stage1_steps, n, t, steps, reps)}
+            for n, t in ((1, 2), (2, 1))]
     return {"steps": steps, "per_layout": rows, "speedup_side_by_side": rows[1]["median"] / rows[0]["median"]}
 
 
