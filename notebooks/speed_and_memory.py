@@ -44,6 +44,23 @@ from redlib.core.runtime import resolve_path
 cfg, results = pages.start("speed_and_memory", globals())
 path = resolve_path(cfg.results_dir) / "bench" / "bench.json"
 bench = report.load(path)
+
+
+def show_measured(key: str, what: str, build, glue_name: str | None = None) -> None:
+    """A micro-benchmark's table from the bench (and its glued speed-up), or a line saying it is not measured yet;
+    `build` turns the bench's entry into (table, caption, glued text)."""
+    if not (bench and key in bench):
+        display(Markdown(f"{what} not been measured yet: `python -m redlib bench --kernels`."))
+        if glue_name:
+            glue_values({glue_name: "not measured"})
+        return
+    table, caption, glued = build(bench[key])
+    results.table(key, table)
+    display(plots.styled(table, hide_index=True, caption=caption))
+    if glue_name:
+        glue_values({glue_name: glued})
+
+
 if bench is None:
     display(Markdown(f"No benchmark has been run yet (`{path.name}` is missing): run `make bench`."))
 else:
@@ -105,17 +122,11 @@ if bench and "prefix_cache" in bench:
 # most these cores reach in practice:
 
 # %% tags=["hide-input"]
-if bench and "kernels" in bench:
-    k = bench["kernels"]
-    kern = pd.DataFrame([{"kernel path": k["matmul"]["path"], "why": k["matmul"]["why"], "threads": k["threads"],
-                          "stage 1 GFLOP/s": k["stage1_gflops"], "2048² product GFLOP/s": k["gemm_2048_gflops"],
-                          "stage 1 share": f"{k['stage1_share_of_gemm']:.0%}",
-                          "measured at": f"{k['git_commit'][:7]}, {k['measured_at'][:10]}"}])
-    results.table("kernels", kern)
-    display(plots.styled(kern, caption="fp32 matmul kernels and stage 1's throughput (make bench --kernels)",
-                         hide_index=True))
-else:
-    display(Markdown("The kernels have not been measured yet: `python -m redlib bench --kernels`."))
+show_measured("kernels", "The kernels have", lambda k: (pd.DataFrame([{
+    "kernel path": k["matmul"]["path"], "why": k["matmul"]["why"], "threads": k["threads"],
+    "stage 1 GFLOP/s": k["stage1_gflops"], "2048² product GFLOP/s": k["gemm_2048_gflops"],
+    "stage 1 share": f"{k['stage1_share_of_gemm']:.0%}", "measured at": f"{k['git_commit'][:7]}, {k['measured_at'][:10]}"}]),
+    "fp32 matmul kernels and stage 1's throughput (make bench --kernels)", None))
 
 # %% [markdown]
 # The small stages after stage 1 (experts, residuals, routers, gates, stage 4) take steps of 16 feature vectors:
@@ -125,19 +136,11 @@ else:
 # over two processes training side by side as the workers do:
 
 # %% tags=["hide-input"]
-if bench and "stage_threads" in bench:
-    t = bench["stage_threads"]
-    threads = pd.DataFrame([{"torch threads per worker": r["threads"], "workers": t["workers"],
-                             "steps/s, all workers": f"{r['median']:,.0f} ({r['min']:,.0f}-{r['max']:,.0f})",
-                             "measured at": f"{t['git_commit'][:7]}, {t['measured_at'][:10]}"}
-                            for r in t["per_thread_count"]])
-    results.table("stage_threads", threads)
-    display(plots.styled(threads, hide_index=True,
-                         caption="Small-stage training steps per second by thread count (make bench --kernels)"))
-    glue_values({"sp_stage_threads": f"{t['speedup_1_over_2']:.2f}x"})
-else:
-    display(Markdown("The small stages' thread counts have not been measured yet: `python -m redlib bench --kernels`."))
-    glue_values({"sp_stage_threads": "not measured"})
+show_measured("stage_threads", "The small stages' thread counts have", lambda t: (
+    report.steps_table(t, "per_thread_count", {"threads": "torch threads per worker"}, "steps/s, all workers", ",.0f",
+                       workers=t["workers"]),
+    "Small-stage training steps per second by thread count (make bench --kernels)",
+    f"{t['speedup_1_over_2']:.2f}x"), "sp_stage_threads")
 
 # %% [markdown]
 # Texts are right-padded to the longest text of their task; the attention mask hides the padding, so it changes
@@ -146,20 +149,14 @@ else:
 # texts (one to three steps, the most varied in length), stage 1 with and without the cut:
 
 # %% tags=["hide-input"]
-if bench and "text_padding" in bench:
-    t = bench["text_padding"]
-    what = {"train": f"{t['steps']} training steps of {t['batch']} texts", "validate": f"validation over {t['texts']} texts"}
-    pad = pd.DataFrame([{"pass": what[k], "padded to the longest of all, s": report.span(t["padded"][k]),
-                         "cut to the batch's longest, s": report.span(t["cut"][k]),
-                         "speed-up": round(t[f"{k}_speedup"], 2)}
-                        for k in ("train", "validate")])
-    results.table("text_padding", pad)
-    display(plots.styled(pad, hide_index=True, caption=f"Stage 1 on Task 2's texts (mean {t['mean tokens']:.1f} tokens, "
-                         f"padded to {t['padded to']}), make bench --kernels"))
-    glue_values({"sp_padding": f"{t['train_speedup']:.2f}x in training and {t['validate_speedup']:.2f}x in validation"})
-else:
-    display(Markdown("Cutting the padding has not been measured yet: `python -m redlib bench --kernels`."))
-    glue_values({"sp_padding": "not measured"})
+show_measured("text_padding", "Cutting the padding has", lambda t: (pd.DataFrame([{
+    "pass": {"train": f"{t['steps']} training steps of {t['batch']} texts",
+             "validate": f"validation over {t['texts']} texts"}[k],
+    "padded to the longest of all, s": report.span(t["padded"][k]),
+    "cut to the batch's longest, s": report.span(t["cut"][k]), "speed-up": round(t[f"{k}_speedup"], 2)}
+    for k in ("train", "validate")]),
+    f"Stage 1 on Task 2's texts (mean {t['mean tokens']:.1f} tokens, padded to {t['padded to']}), make bench --kernels",
+    f"{t['train_speedup']:.2f}x in training and {t['validate_speedup']:.2f}x in validation"), "sp_padding")
 
 # %% [markdown]
 # Stage-1 runs (the seeds, the settings, the rates tried) train one after another, each on both threads. Two runs
@@ -167,18 +164,11 @@ else:
 # per second, one process on two threads against two one-thread processes side by side (their sum):
 
 # %% tags=["hide-input"]
-if bench and "stage1_processes" in bench:
-    t = bench["stage1_processes"]
-    side = pd.DataFrame([{"processes": r["processes"], "torch threads each": r["threads each"],
-                          "steps/s, all processes": f"{r['median']:.1f} ({r['min']:.1f}-{r['max']:.1f})",
-                          "measured at": f"{t['git_commit'][:7]}, {t['measured_at'][:10]}"} for r in t["per_layout"]])
-    results.table("stage1_processes", side)
-    display(plots.styled(side, hide_index=True, caption="Stage-1 training steps per second, one run at a time or two "
-                         "side by side (make bench --kernels)"))
-    glue_values({"sp_stage1_side": f"{t['speedup_side_by_side']:.2f}x"})
-else:
-    display(Markdown("Stage 1 side by side has not been measured yet: `python -m redlib bench --kernels`."))
-    glue_values({"sp_stage1_side": "not measured"})
+show_measured("stage1_processes", "Stage 1 side by side has", lambda t: (
+    report.steps_table(t, "per_layout", {"processes": "processes", "threads each": "torch threads each"},
+                       "steps/s, all processes"),
+    "Stage-1 training steps per second, one run at a time or two side by side (make bench --kernels)",
+    f"{t['speedup_side_by_side']:.2f}x"), "sp_stage1_side")
 
 # %% [markdown]
 # ## Experts and routers on cached pooled features

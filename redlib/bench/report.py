@@ -73,6 +73,16 @@ def span(t: dict) -> str:
     return f"{t['median']:.3f} ({t['min']:.3f}-{t['max']:.3f})"
 
 
+def steps_table(entry: dict, rows: str, layout: dict[str, str], what: str, fmt: str = ",.1f",
+                **fixed: Any) -> pd.DataFrame:
+    """A micro-benchmark's steps per second, one row per layout (`layout` maps its keys to column names; `fixed`
+    adds columns that hold one value), with the commit and day it was measured at."""
+    when = f"{entry['git_commit'][:7]}, {entry['measured_at'][:10]}"
+    return pd.DataFrame([{**{name: r[key] for key, name in layout.items()}, **fixed,
+                          what: f"{r['median']:{fmt}} ({r['min']:{fmt}}-{r['max']:{fmt}})", "measured at": when}
+                         for r in entry[rows]])
+
+
 def target(what: str, measured: float, goal: float, higher_is_better: bool, unit: str, judged: bool = True,
            cause: str = "") -> dict:
     """Whether a number meets its target (or, when not judged, a reference point), by how much it misses, and where
