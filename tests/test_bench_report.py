@@ -154,3 +154,19 @@ def test_a_timing_says_whether_it_computed_what_the_published_page_shows():
     assert report.same_code("task2_mixed", {}) == "cannot tell"  # neither claims nor a commit recorded
     published = doc["provenance"]["git_commit"]
     assert report.same_code("task2_mixed", {"git_commit": published}) == "yes (same commit)"
+
+
+def test_the_whole_book_row_says_how_its_total_was_taken(bench):
+    import copy
+
+    def book_row(total_from_parts, one_pass=None):
+        b = copy.deepcopy(bench)
+        full = b["notebooks"]["full"]
+        full.update(book_build_seconds=full.get("book_build_seconds") or 60.0, total_from_parts=total_from_parts)
+        full.pop("one_pass", None)
+        if one_pass:
+            full["one_pass"] = one_pass
+        return next(t for t in report.targets(b)["target"] if t.startswith("whole full-profile book"))
+
+    assert "sum of each notebook's last cold time" in book_row(True)
+    assert book_row(False, {"git_commit": "abcdef0123", "at": "2026-11-25"}).endswith("in one pass at abcdef0)")

@@ -219,8 +219,10 @@ def targets(bench: dict, nbs: pd.DataFrame | None = None) -> pd.DataFrame:
                                goals["qwen_cache_speedup"], True, "x", judged=r["batch"] == pc["pipeline_batch"]))
     full = bench.get("notebooks", {}).get("full")
     if full and full["book_build_seconds"] is not None:
-        how = "sum of each notebook's last cold time + strict build" if full.get("total_from_parts") else (
-            "every notebook cold + strict build")
+        one = full.get("one_pass")
+        how = ("sum of each notebook's last cold time + strict build" if full.get("total_from_parts") else
+               f"every notebook cold + strict build, in one pass at {one['git_commit'][:7]}" if one else
+               "every notebook cold + strict build")
         rows.append(target(f"whole full-profile book ({how})", full["total_seconds"] / 60,
                            BOOK_MINUTES, False, "min"))
     nbs = notebooks(bench) if nbs is None else nbs
