@@ -193,13 +193,16 @@ if bench and "features_cache" in bench and "throughput" in bench:
 # %% [markdown]
 # ## Notebooks, cold
 #
-# Each notebook executed by papermill, in book order, into a fresh results folder with an empty stage
-# cache (a page that builds on others' stages starts warm, from theirs), then the strict HTML build;
+# Each notebook executed by papermill, in book order, with an empty stage cache (a page that builds on
+# others' stages starts warm, from theirs), into a fresh results folder or, with `--publish`, as the
+# published run itself, then the strict HTML build;
 # the peak memory is the kernel's maximum resident set size, and with its workers where recorded. The
 # smoke profile is timed over several such cold passes (median, min-max); the full profile once, as a
 # repetition costs as long again, so its times carry no spread. A page changed since the last whole
 # bench can be re-timed alone (`make bench BENCH_ARGS="--notebooks NAME"`): the `commit` column says
 # which code each time was measured at, and the whole-book total is then the sum of the parts.
+# Each page's timing also records the CPU time other processes took while it ran; where that is more than a
+# trifle, a `disturbed` column says so, since such a time reads high.
 # A time is today's only where both last columns say yes: the page's parameters are today's, and the
 # timed run computed what the published page shows (the same claims bit for bit, where the bench
 # recorded them; else the same code by git, between the two commits).
@@ -215,6 +218,8 @@ if bench:
         results.table("notebooks", nbt)
         for prof, part in nbt.groupby("profile", sort=False):  # "ran as published" speaks of the full profile only
             part = part.drop(columns=["profile"] + ([report.SAME_CODE] if prof != "full" else []))
+            if not part["disturbed"].any():  # nothing else ran beside these timings
+                part = part.drop(columns=["disturbed"])
             if (part["cold passes"] == 1).all():  # one pass each: no spread to show
                 part = part.drop(columns=["cold passes"]).rename(columns={"cold wall s (median, min-max)": "cold wall s"})
             display(plots.styled(part, precision=1, hide_index=True, caption=f"Each notebook's cold run, {prof} profile"))

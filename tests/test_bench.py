@@ -63,6 +63,7 @@ def test_retiming_one_page_updates_only_its_entry_and_fills_the_given_cache(tmp_
     assert block["total_from_parts"] and block["total_seconds"] >= toy["wall_seconds"]
     assert after["page_updates"][-1]["notebooks"] == ["toy_experiments"] and after["prefix_cache"] == before["prefix_cache"]
     assert after["page_updates"][-1]["completed"] == ["toy_experiments"] and toy["cache_at_start"] == "empty stage cache"
+    assert isinstance(toy["other_cpu_seconds"], float) and toy["other_cpu_seconds"] >= 0  # what else ran meanwhile
     assert any(cache.rglob("*.safetensors"))  # the timed run's stages stay in the folder given
     table = bench_report.notebooks(after).set_index(["profile", "notebook"])
     assert table.loc[("smoke", "toy_experiments"), bench_report.CURRENT] == "yes"

@@ -170,3 +170,10 @@ def test_the_whole_book_row_says_how_its_total_was_taken(bench):
 
     assert "sum of each notebook's last cold time" in book_row(True)
     assert book_row(False, {"git_commit": "abcdef0123", "at": "2026-11-25"}).endswith("in one pass at abcdef0)")
+
+
+def test_a_timing_says_when_other_processes_shared_the_machine():
+    quiet = {"wall_seconds": 1000.0, "other_cpu_seconds": 12.0}
+    assert report.disturbed(quiet) == "" and report.disturbed({"wall_seconds": 1000.0}) == ""
+    assert report.disturbed({**quiet, "other_cpu_seconds": 300.0}) == "other processes took 300 CPU-s while it ran"
+    assert report.disturbed({**quiet, "disturbed": "a job ran beside it"}) == "a job ran beside it"

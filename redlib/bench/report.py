@@ -128,8 +128,20 @@ def notebooks(bench: dict) -> pd.DataFrame:
                          "commit": (t.get("git_commit") or "")[:7],
                          "cache at start": str(t.get("cache_at_start") or "empty").split(":")[0].split(" ")[0],
                          CURRENT: current_profile(name, prof, t.get("parameters")),
+                         "disturbed": disturbed(t),
                          SAME_CODE: same_code(name, t) if prof == "full" else ""})
     return pd.DataFrame(rows)
+
+
+def disturbed(timing: dict) -> str:
+    """What else ran beside a cold timing: the CPU other processes took while it ran (where it was measured and is
+    over 2% of the page's time), or the note recorded with it; empty for an undisturbed run."""
+    other = timing.get("other_cpu_seconds")
+    if timing.get("disturbed"):
+        return timing["disturbed"]
+    if other is not None and other > 0.02 * timing["wall_seconds"]:
+        return f"other processes took {other:.0f} CPU-s while it ran"
+    return ""
 
 
 def retimings(bench: dict) -> tuple[pd.DataFrame, int]:

@@ -15,6 +15,7 @@ import json
 import os
 import platform
 import pstats
+import resource
 import shutil
 import statistics
 import subprocess
@@ -25,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Callable
 
+import psutil
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -164,6 +166,15 @@ def update_entry(out: Path, name: str, measure: Callable[[], dict]) -> dict:
     return report
 
 
+def machine_and_own_cpu() -> tuple[float, float]:
+    """CPU seconds the whole machine has been busy (neither idle nor stolen), and those of this process and the
+    children it has waited for: their differences over a page say what other processes took meanwhile."""
+    t = psutil.cpu_times()
+    busy = t.user + t.nice + t.system + getattr(t, "irq", 0.0) + getattr(t, "softirq", 0.0)
+    own = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
+    return busy, sum(r.ru_utime + r.ru_stime for r in own)
+
+
 def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = None, cache: Path | None = None,
                    warm_from: Path | None = None, on_page: Callable[[str, dict], None] | None = None,
                    publish: bool = False) -> dict:
@@ -184,9 +195,10 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
         results = project_root() / "results" if publish else workdir / "results"
         where = [] if publish else ["-p", "results_dir", str(results), "--output", str(workdir / "book" / f"{name}.ipynb")]
         (workdir / "book").mkdir(parents=True, exist_ok=True)
-        t = time.perf_counter()
+        t, (busy, own) = time.perf_counter(), machine_and_own_cpu()
         subprocess.run([sys.executable, "-m", "redlib", "run", name, "-p", "profile", profile, *where],
                        env=env, check=True, cwd=project_root(), capture_output=True)
+        busy_after, own_after = machine_and_own_cpu()
         doc = json.loads((results / profile / name / "claims.json").read_text())
         prov = doc["provenance"]
         out[name] = {"wall_seconds": time.perf_counter() - t, "kernel_seconds": prov["wall_seconds"],
@@ -196,6 +208,8 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
                      "cpu_seconds": prov.get("cpu_seconds"),
                      "stage_seconds": (prov.get("stages") or {}).get("computed_seconds_by_kind", {}),
                      "cache_at_start": start,
+                     # what else the machine ran meanwhile (a disturbed timing reads high): busy CPU not the page's
+                     "other_cpu_seconds": round(max(0.0, (busy_after - busy) - (own_after - own)), 1),
                      "claims_sha256": (doc.get("sha256") or {}).get("claims")}  # what it computed, to match a page
         if on_page is not None:
             on_page(name, out[name])
