@@ -127,8 +127,8 @@ def notebooks(bench: dict) -> pd.DataFrame:
                          "with workers MiB": t.get("peak_rss_mb_with_workers") or float("nan"),
                          "commit": (t.get("git_commit") or "")[:7],
                          "cache at start": str(t.get("cache_at_start") or "empty").split(":")[0].split(" ")[0],
-                         CURRENT: current_profile(name, prof, t.get("parameters")),
                          "disturbed": disturbed(t),
+                         CURRENT: current_profile(name, prof, t.get("parameters")),
                          SAME_CODE: same_code(name, t) if prof == "full" else ""})
     return pd.DataFrame(rows)
 
