@@ -191,10 +191,11 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
         start = f"warm: {entries} stage entries hard-linked from {warm_from} (the pages it builds on have run)"
     env = {**os.environ, "REDLIB_CACHE": str(cache), "REDLIB_PROGRESS": "0"}
     out: dict = {}
-    for name in notebooks or list(NOTEBOOKS):
-        results = project_root() / "results" if publish else workdir / "results"
-        where = [] if publish else ["-p", "results_dir", str(results), "--output", str(workdir / "book" / f"{name}.ipynb")]
+    results = project_root() / "results" if publish else workdir / "results"
+    if not publish:
         (workdir / "book").mkdir(parents=True, exist_ok=True)
+    for name in notebooks or list(NOTEBOOKS):
+        where = [] if publish else ["-p", "results_dir", str(results), "--output", str(workdir / "book" / f"{name}.ipynb")]
         t, (busy, own) = time.perf_counter(), machine_and_own_cpu()
         subprocess.run([sys.executable, "-m", "redlib", "run", name, "-p", "profile", profile, *where],
                        env=env, check=True, cwd=project_root(), capture_output=True)
@@ -257,12 +258,16 @@ def update_pages(out: Path, profile: str, notebooks: list[str], cache: Path | No
               "git_commit": git_commit(), "completed": []}
     report.setdefault("page_updates", []).append(update)
 
+    def set_total() -> None:
+        """The profile's total: every notebook's last cold time plus the build, where timed."""
+        block["total_seconds"] = (sum(v["wall_seconds"] for v in block["per_notebook"].values())
+                                  + (block["book_build_seconds"] or 0))
+
     def record(name: str, t: dict) -> None:
         """Write one page's entry at once, so a long run that is stopped keeps the pages it finished."""
         block["per_notebook"][name] = {**t, "wall": spread([t["wall_seconds"]]),
                                        "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-        block["total_seconds"] = (sum(v["wall_seconds"] for v in block["per_notebook"].values())
-                                  + (block["book_build_seconds"] or 0))
+        set_total()
         block["total_from_parts"] = True
         update["completed"].append(name)
         path.write_text(json.dumps(jsonable(report), indent=2) + "\n")
@@ -274,7 +279,7 @@ def update_pages(out: Path, profile: str, notebooks: list[str], cache: Path | No
         subprocess.run([sys.executable, "-m", "redlib", "book", "--profile", profile, "--no-execute"],
                        check=True, cwd=project_root(), capture_output=True)
         block["book_build_seconds"] = time.perf_counter() - t
-        block["total_seconds"] = sum(v["wall_seconds"] for v in block["per_notebook"].values()) + block["book_build_seconds"]
+        set_total()
         block["total_from_parts"] = False  # every page and the build, cold, in this one pass at one commit
         block["one_pass"] = {"git_commit": update["git_commit"], "at": update["at"]}
         update["book_build_seconds"] = block["book_build_seconds"]
