@@ -168,8 +168,20 @@ def test_the_whole_book_row_says_how_its_total_was_taken(bench):
             full["one_pass"] = one_pass
         return next(t for t in report.targets(b)["target"] if t.startswith("whole full-profile book"))
 
-    assert "sum of each notebook's last cold time" in book_row(True)
+    commits = sorted({t["git_commit"][:7] for t in bench["notebooks"]["full"]["per_notebook"].values()})
+    assert f"sum of each notebook's last cold time + strict build; pages timed at {', '.join(commits)})" in book_row(True)
     assert book_row(False, {"git_commit": "abcdef0123", "at": "2026-11-25"}).endswith("in one pass at abcdef0)")
+
+
+def test_a_missed_book_budget_says_which_pages_and_how_much_stage_1_take():
+    pages = {"a": {"wall_seconds": 3600.0, "stage_seconds": {"task1/stage1": 1800.0, "task1/expert": 900.0}},
+             "b": {"wall_seconds": 600.0, "stage_seconds": {"mnist/stage1": 120.0}}, "c": {"wall_seconds": 60.0}}
+    assert report.book_cause(pages, shown=2) == (
+        "largest pages a 60 min, b 10 min; stage 1, one run after another in each page's process, takes 32 min of it")
+    over = report.BOOK_MINUTES + 10
+    heavy = {**pages, "a": {**pages["a"], "stage_seconds": {"task1/stage1": 60.0 * over}}, "b": {"wall_seconds": 600.0}}
+    assert report.book_cause(heavy).endswith(
+        f"takes {over} min of it, more than the budget by itself")
 
 
 def test_a_timing_says_when_other_processes_shared_the_machine():
