@@ -80,7 +80,7 @@ from IPython.display import Markdown, display
 from redlib.book import ledger, pages, plots, runner
 from redlib.book.glue import glue_values
 from redlib.core.store import Store
-from redlib.experiments import range_tables, ranges, task1
+from redlib.experiments import range_tables, ranges, stage1_runs, task1
 
 store = Store()
 cfg, results, bb = pages.start_range_task("task1_addition", globals(), store)
@@ -128,7 +128,9 @@ plots.styled(task1.tokenization(bb), hide_index=True, caption="How the backbone'
 # "stage 1 at paper lr").
 
 # %% tags=["hide-input", "remove-stderr"]
-choice = ranges.choose(cfg, bb, store)  # every stage kind's learning rate, on the first seed's validation loss
+# every stage kind's learning rate, on the first seed's validation loss; the page's stage-1 runs train side by
+# side first (worker processes, the same bits), and the loop below loads them
+choice = stage1_runs.choose(cfg, bb, store)
 tables, cases, first = [], [], None
 for st, s in ranges.every_run(cfg, "Task 1"):
     run = ranges.run(cfg, s, st, bb, store, ranges.lrs_for(choice, st))

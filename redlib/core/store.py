@@ -55,6 +55,9 @@ class Store:
         self._open: list[dict[str, Any]] = []  # computations in progress, outermost first
         self._unusable: dict[Path, str] = {}  # entries found unusable in this session, and why
         self._merged: set[str] = set()  # entries another process computed for this one (see `merge`)
+        # the compute seconds of those entries, added as this process loads them: its timings count a stage a worker
+        # trained for it where the stage is loaded (`Stages.timed`), as they count one trained in this process
+        self.borrowed = 0.0
 
     @property
     def hits(self) -> int:
@@ -161,6 +164,7 @@ class Store:
         entry = self.path(kind, config).name
         if entry in self._merged:
             self._merged.discard(entry)
+            self.borrowed += self._header_seconds or 0.0
             return
         self.events.append({"kind": kind, "event": "loaded", "why": "", "entry": entry,
                             "train_seconds": self._header_seconds, "peak": self._header_peak})
