@@ -80,7 +80,7 @@ from IPython.display import Markdown, display
 from redlib.book import ledger, pages, plots, runner
 from redlib.book.glue import glue_values
 from redlib.core.store import Store
-from redlib.experiments import range_tables, ranges, task1
+from redlib.experiments import range_tables, ranges, stage1_runs, task1
 
 store = Store()
 cfg, results, bb = pages.start_range_task("task1_addition", globals(), store)
@@ -120,7 +120,8 @@ plots.styled(task1.tokenization(bb), hide_index=True, caption="How the backbone'
 # labels, experts frozen. (4) **RED stage 4**: residuals and router tuned together, a variant.
 # Every stage is cached under the hash of its configuration: a re-run loads it. The small stages
 # (2-4) of a seed train side by side in worker processes (the run option `--workers`), which give
-# the same bits as one after another.
+# the same bits as one after another; so do the page's stage-1 runs, trained two at a time before the
+# loop below loads them.
 # Each stage kind's learning rate, stage 1's included, is chosen first, on the first seed's
 # validation loss, from one grid that is the same for every method (the table under "Epochs and time").
 # Beside the claims' setting, on the same seeds, one extension keeps stage 1 at the paper's rate and
@@ -128,7 +129,9 @@ plots.styled(task1.tokenization(bb), hide_index=True, caption="How the backbone'
 # "stage 1 at paper lr").
 
 # %% tags=["hide-input", "remove-stderr"]
-choice = ranges.choose(cfg, bb, store)  # every stage kind's learning rate, on the first seed's validation loss
+# every stage kind's learning rate, on the first seed's validation loss; the page's stage-1 runs train side by
+# side first (worker processes, the same bits), and the loop below loads them
+choice = stage1_runs.choose(cfg, bb, store)
 tables, cases, first = [], [], None
 for st, s in ranges.every_run(cfg, "Task 1"):
     run = ranges.run(cfg, s, st, bb, store, ranges.lrs_for(choice, st))

@@ -67,7 +67,7 @@ from IPython.display import Markdown, display
 from redlib.book import ledger, pages, plots, runner
 from redlib.book.glue import glue_values
 from redlib.core.store import Store
-from redlib.experiments import range_tables, ranges, task2
+from redlib.experiments import range_tables, ranges, stage1_runs, task2
 
 store = Store()
 cfg, results, bb = pages.start_range_task("task2_mixed", globals(), store)
@@ -106,7 +106,9 @@ plots.styled(task2.data_table(cfg), hide_index=True, caption="The data per setti
 
 # %% tags=["hide-input", "remove-stderr"]
 tables, first = [], None
-choice = ranges.choose(cfg, bb, store)  # every stage kind's learning rate, on the first seed's validation loss
+# every stage kind's learning rate, on the first seed's validation loss; the page's stage-1 runs train side by
+# side first (worker processes, the same bits), and the loop below loads them
+choice = stage1_runs.choose(cfg, bb, store)
 for st, s in ranges.every_run(cfg, "Task 2"):
     run = ranges.run(cfg, s, st, bb, store, ranges.lrs_for(choice, st))
     tables.append(task2.evaluate(run))

@@ -30,8 +30,9 @@ def test_bench_smoke_mode_writes_a_complete_report(tmp_path):
     assert pad["cut"]["validation tokens per row"] <= pad["padded"]["validation tokens per row"] == pad["padded to"]
     assert pad["train_speedup"] > 0 and pad["validate_speedup"] > 0
     s1 = saved["stage1_processes"]
-    assert [(r["processes"], r["threads each"]) for r in s1["per_layout"]] == [(1, 2), (2, 1)]
+    assert [(r["processes"], r["threads each"]) for r in s1["per_layout"]] == [(1, 2), (2, 1), (2, 2)]
     assert all(r["median"] > 0 for r in s1["per_layout"]) and s1["speedup_side_by_side"] > 0
+    assert s1["speedup_side_by_side_page_threads"] > 0
     assert not (tmp_path / "history.jsonl").exists()  # smoke runs stay out of the history of runs
     append_history(report, tmp_path)
     append_history(report, tmp_path)

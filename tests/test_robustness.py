@@ -221,5 +221,5 @@ def test_cold_estimates_bracket_a_page_by_its_recorded_stage_seconds(tmp_path):
     assert list(est["page"]) == ["mnist_label5"]
     row = est.iloc[0]
     assert row["stage 1 min"] == 10 and row["other stages, worker min"] == 20
-    assert row["low: all busy, min"] == pytest.approx(10) and row["high: stage 1 serial, min"] == pytest.approx(20)
+    assert row["low: all busy, min"] == pytest.approx(10) and row["high: stage 1 apart, min"] == pytest.approx(20)
     assert np.isnan(report.with_cold_times(None, est)["cold, timed, min"].iloc[0])  # no bench: nothing beside

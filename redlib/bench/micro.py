@@ -129,11 +129,13 @@ def stage_threads(reps: int = 3, steps: int = 2000, workers: int = 2) -> dict:
 
 
 def stage1_processes(reps: int = 3, steps: int = 40) -> dict:
-    """Stage-1 steps per second of one process on both threads (how the pages train stage-1 runs: one after another)
-    against two one-thread processes side by side (two runs at once, e.g. two seeds): the side-by-side lever."""
+    """Stage-1 steps per second of one process on both threads (one run after another) against two processes side
+    by side (two runs at once, e.g. two seeds), on one thread each and on both threads each (the page's count: the
+    bits of a serial run): the side-by-side lever."""
     rows = [{"processes": n, "threads each": t, **_side_by_side(_stage1_steps, n, t, steps, reps)}
-            for n, t in ((1, 2), (2, 1))]
-    return {"steps": steps, "per_layout": rows, "speedup_side_by_side": rows[1]["median"] / rows[0]["median"]}
+            for n, t in ((1, 2), (2, 1), (2, 2))]
+    return {"steps": steps, "per_layout": rows, "speedup_side_by_side": rows[1]["median"] / rows[0]["median"],
+            "speedup_side_by_side_page_threads": rows[2]["median"] / rows[0]["median"]}
 
 
 def text_padding(reps: int = 3, n: int = 2048, batch: int = 16, steps: int = 40) -> dict:

@@ -265,29 +265,29 @@ def page_budgets(bench: dict) -> list[dict]:
         cause = "; ".join(where_time_goes(p, per_nb[p]) for p in b.pages)
         serial = sum(serial_stage_seconds(per_nb[p]) for p in b.pages) / 60
         if serial > b.minutes:
-            cause += (f"; stage 1 alone, which trains in the page's process one run after another, takes "
-                      f"{serial:.1f} min, more than the budget: only a lighter protocol (fewer runs, samples or "
-                      f"epochs) meets it")
+            cause += (f"; stage 1 alone, which no small-stage worker shortens, takes {serial:.1f} min, more than "
+                      f"the budget: only a lighter protocol (fewer runs, samples or epochs) meets it")
         rows.append(target(what, sum(per_nb[p]["wall_seconds"] for p in b.pages) / 60, b.minutes, False, "min",
                            cause=cause))
     return rows
 
 
 def book_cause(per_nb: dict[str, dict], shown: int = 4) -> str:
-    """Where the whole book's cold time goes: its largest pages in minutes, and stage 1's serial minutes over all
-    pages (the floor no worker shortens), said to exceed the budget where it does."""
+    """Where the whole book's cold time goes: its largest pages in minutes, and stage 1's minutes over all pages (the
+    floor no small-stage worker shortens), said to exceed the budget where it does."""
     largest = sorted(per_nb.items(), key=lambda kv: -kv[1]["wall_seconds"])[:shown]
     serial = sum(serial_stage_seconds(t) for t in per_nb.values()) / 60
     text = "largest pages " + ", ".join(f"{name} {t['wall_seconds'] / 60:.0f} min" for name, t in largest)
-    text += f"; stage 1, one run after another in each page's process, takes {serial:.0f} min of it"
+    text += f"; stage 1 takes {serial:.0f} min of it"
     if serial > BOOK_MINUTES:
         text += ", more than the budget by itself"
     return text
 
 
 def serial_stage_seconds(timing: dict) -> float:
-    """Seconds a page spends in stage 1 (kind `<task>/stage1`): it trains the encoder in the page's own process,
-    one run after another, so no worker shortens it."""
+    """Seconds a page spends in stage 1 (kind `<task>/stage1`), which no small-stage worker shortens: its runs train
+    one after another in the page's process, or (Task 1, Task 2) two at a time in workers, each run then counting
+    its share of the time they overlapped (`experiments/stage1_runs.py`), so the sum is stage 1's wall time."""
     return sum(s for k, s in (timing.get("stage_seconds") or {}).items() if k.rpartition("/")[2] == "stage1")
 
 

@@ -316,9 +316,11 @@ def selection_costs(pages: list[str], profile: str = "full", results_dir: str | 
 def cold_estimates(pages: list[str], profile: str = "full", results_dir: str | os.PathLike = "results") -> pd.DataFrame:
     """The training time each page's published run implies, from its stages' recorded seconds: a range, not a timing.
 
-    Stage 1 trains in the page's process, the other stages in its `workers` processes. With every process busy all
-    the time the stages take (sum of seconds) / (workers + 1); with stage 1 alone, one run after another, and the rest
-    shared by the workers, stage 1 + rest / workers. Work outside the stages (data, evaluation, start-up) is not in it.
+    Stage 1 trains apart from the other stages (in the page's process, or on the range pages in workers before the
+    rest, each run counting its share of the time it overlapped another), the other stages in its `workers`
+    processes. With every process busy all the time the stages take (sum of seconds) / (workers + 1); with stage 1
+    apart and the rest shared by the workers, stage 1 + rest / workers. Work outside the stages (data, evaluation,
+    start-up) is not in it.
     """
     costs = published_costs(pages, profile, results_dir)
     rows = []
@@ -328,9 +330,9 @@ def cold_estimates(pages: list[str], profile: str = "full", results_dir: str | o
         rest = float(part["seconds"].sum()) - serial
         rows.append({"page": page, "stage 1 min": serial / 60, "other stages, worker min": rest / 60,
                      "workers": workers, "low: all busy, min": (serial + rest) / (workers + 1) / 60,
-                     "high: stage 1 serial, min": (serial + rest / workers) / 60, "commit": part["git_commit"].iloc[0]})
+                     "high: stage 1 apart, min": (serial + rest / workers) / 60, "commit": part["git_commit"].iloc[0]})
     return pd.DataFrame(rows, columns=["page", "stage 1 min", "other stages, worker min", "workers", "low: all busy, min",
-                                       "high: stage 1 serial, min", "commit"])
+                                       "high: stage 1 apart, min", "commit"])
 
 
 def read(page: str, profile: str = "full", results_dir: str | os.PathLike = "results") -> PageResults:

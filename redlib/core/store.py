@@ -55,6 +55,9 @@ class Store:
         self._open: list[dict[str, Any]] = []  # computations in progress, outermost first
         self._unusable: dict[Path, str] = {}  # entries found unusable in this session, and why
         self._merged: set[str] = set()  # entries another process computed for this one (see `merge`)
+        # the compute seconds of those entries, added as this process loads them: its timings count a stage a worker
+        # trained for it where the stage is loaded (`Stages.timed`), as they count one trained in this process
+        self.borrowed = 0.0
 
     @property
     def hits(self) -> int:
@@ -153,6 +156,22 @@ class Store:
         for kind, sec in seconds.items():
             self.seconds[kind] = self.seconds.get(kind, 0.0) + sec
 
+    def restate_seconds(self, kind: str, config: dict[str, Any], seconds: float) -> None:
+        """Record `seconds` as what computing an entry of this session cost (its share of the machine, when it trained
+        beside others): in the entry's header, in this store's seconds by kind and in the event that computed it."""
+        path = self.path(kind, config)
+        with safe_open(str(path), framework="pt") as f:
+            header = f.metadata() or {}
+            tensors = {k: f.get_tensor(k) for k in f.keys()}
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        save_file(tensors, str(tmp), metadata=header | {"train_seconds": f"{seconds:.3f}"})
+        os.replace(tmp, path)
+        made = [e for e in self.events if e["entry"] == path.name and e["event"] != "loaded"]
+        old = float(made[-1]["train_seconds"]) if made else float(header.get("train_seconds", 0.0))
+        self.seconds[kind] = self.seconds.get(kind, 0.0) + seconds - old
+        for e in made:
+            e["train_seconds"] = seconds
+
     def mark_merged(self, events: list[dict[str, str]]) -> None:
         """The entries these events computed are recorded already: loading them later adds no event."""
         self._merged |= {e["entry"] for e in events if e["event"] != "loaded"}
@@ -161,6 +180,7 @@ class Store:
         entry = self.path(kind, config).name
         if entry in self._merged:
             self._merged.discard(entry)
+            self.borrowed += self._header_seconds or 0.0
             return
         self.events.append({"kind": kind, "event": "loaded", "why": "", "entry": entry,
                             "train_seconds": self._header_seconds, "peak": self._header_peak})

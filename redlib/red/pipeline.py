@@ -19,7 +19,8 @@ RED:  p(y|x) = softmax(W_c (h + sum_i alpha_i(h) Delta h_i(h)))                 
 
 Every stage is stored in the cache under the hash of everything that produced it, in one of the fixed
 `STAGE_KINDS`, so a re-run (or another page using the same stages) loads it instead of training again. Stage 1
-runs in the page's process; the small stages after it train side by side in `workers` processes (`stages.py`).
+runs in the page's process (the arithmetic pages train their runs' stage 1 side by side beforehand,
+`experiments/stage1_runs.py`); the small stages after it train side by side in `workers` processes (`stages.py`).
 """
 
 from __future__ import annotations

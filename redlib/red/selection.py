@@ -74,11 +74,14 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
 
         def attempt(lrs: dict[str, float]) -> None:
             """Train (or load) the stages of the kinds in `lrs`, each at its rate, and note their validation loss."""
-            seen = len(store.events)
+            seen, borrowed = len(store.events), store.borrowed
             if base is None:  # stage 1 itself
                 st = Stages(cfg, data, encoder, store, seed, lrs=lrs)
                 st.base()
                 tried.append({"kind": "stage1", "lr": lrs["stage1"], **st.epochs[-1]})
+                # a try a worker trained (`experiments/stage1_runs.py`) loads here: its seconds are the worker's
+                key = (f"{data.namespace}/stage1", lrs["stage1"])
+                seconds[key] = seconds.get(key, 0.0) + store.borrowed - borrowed
             else:
                 jobs = [(k, i) for k in lrs for i in (range(data.n_domains) if k in PER_DOMAIN else [None])]
                 st = base.fork({**chosen, **lrs})

@@ -1,6 +1,7 @@
 """The stages of one pipeline seed, each cached; the small stages can train side by side in worker processes.
 
-Stage 1 trains the encoder's top (and runs on the page's threads); every later stage trains a small module on
+Stage 1 trains the encoder's top on the page's thread count (in the page, or beforehand in a worker:
+`experiments/stage1_runs.py`); every later stage trains a small module on
 stage 1's frozen features. Those small stages are *jobs* ("expert", i), ("router", None), ... whose inputs are
 stage 1's head and features and, for stage 4 and the gates, other jobs' results. `Stages.prefetch` trains the
 jobs that are not cached yet in spawned processes (`parallel.worker_count()`); a small stage trains on
@@ -113,8 +114,6 @@ class Stages:
         self.head: nn.Linear | None = None  # W_c, set by `base`
         self.feats: dict[str, Tensor] = {}  # split -> (N, d), set by `features`
         self.done: dict[Job, nn.Module] = {}  # jobs got so far
-        self._worker_seconds: dict[Job, float] = {}  # compute seconds of jobs a worker trained
-        self._borrowed = 0.0
         self._probing = False
 
     def kind(self, name: str) -> str:
@@ -140,12 +139,26 @@ class Stages:
     def timed(self, label: str, fn: Callable[[], Any]):
         """fn(), and under `label` what its stages cost to train: computed now, trained by workers, or loaded (the
         cost their cache entries recorded); the wall time of fn() where a loaded entry recorded none."""
-        t0, self._borrowed, seen = time.time(), 0.0, len(self.store.events)
+        t0, borrowed, seen = time.time(), self.store.borrowed, len(self.store.events)
         out = fn()
         costs = [e.get("train_seconds") for e in self.store.events[seen:]]
         own = sum(costs) if costs and None not in costs else time.time() - t0
-        self.seconds[label] = own + self._borrowed
+        self.seconds[label] = own + self.store.borrowed - borrowed
         return out
+
+    def _stage1_settings(self) -> tuple[TrainConfig, dict]:
+        """Stage 1's training settings and its cache key (the key of every later stage builds on it)."""
+        cfg = self.cfg
+        tc = cfg.fit_config(self.seed, "stage 1: encoder top + head", self.lr("stage1"), cfg.backbone_epochs)
+        return tc, {**self.key, "fraction": cfg.backbone_fraction, "train": asdict(tc)}
+
+    def stage1_key(self) -> dict:
+        """Stage 1's cache key."""
+        return self._stage1_settings()[1]
+
+    def stage1_cached(self) -> bool:
+        """Whether stage 1's cache entry exists (nothing is trained to find out)."""
+        return self.store.path(self.kind("stage1"), self.stage1_key()).exists()
 
     def base(self) -> nn.Linear:
         """Stage 1: the encoder's trainable part and W_c on a fraction of train; then both are frozen."""
@@ -153,9 +166,8 @@ class Stages:
         seed_everything(self.seed)
         enc.reset()
         head = nn.Linear(enc.dim, data.n_classes).to(enc.device)
-        tc = cfg.fit_config(self.seed, "stage 1: encoder top + head", self.lr("stage1"), cfg.backbone_epochs)
-        # every later stage trains on what stage 1 made: from here on, each key carries stage 1's settings
-        self.key = {**self.key, "fraction": cfg.backbone_fraction, "train": asdict(tc)}
+        tc, stage1_key = self._stage1_settings()
+        self.key = stage1_key  # every later stage trains on what stage 1 made: from here on, each key carries it
         model = Base(enc, head)
         # validation repeats few distinct items: score each once (an item's class is fixed), shortest texts first
         val_ids, first = np.unique(data.ids["val"].numpy(), return_index=True)
@@ -219,7 +231,6 @@ class Stages:
             return nn.Module()  # a stand-in input: a job's cache key never depends on its inputs' weights
         if job not in self.done:
             self.done[job] = self._run(job)
-            self._borrowed += self._worker_seconds.pop(job, 0.0)
         return self.done[job]
 
     def _run(self, job: Job) -> nn.Module:
@@ -344,9 +355,8 @@ class Stages:
             return
         context = {"cfg": self.cfg, "data": self.data, "seed": self.seed, "key": self.key, "dim": self.dim,
                    "head": self.head, "root": str(self.store.root), "lrs": self.lrs}
-        seconds = parallel.map_pieces(_train_job, context, todo, self.store, workers, f"seed {self.seed}: stages", after,
-                                      threads=parallel.STAGE_THREADS)
-        self._worker_seconds.update(zip(todo, seconds))
+        parallel.map_pieces(_train_job, context, todo, self.store, workers, f"seed {self.seed}: stages", after,
+                            threads=parallel.STAGE_THREADS)
 
 
 _FEATURES: dict[str, Tensor] = {}  # in a worker: the last features loaded, by cache entry
@@ -370,10 +380,10 @@ def _features(store: Store, kind: str, key: dict, encoder: Encoder | None) -> Te
     return h
 
 
-def _train_job(context: dict, job: Job, store: Store) -> float:
-    """In a worker: train (or load) one small stage into the shared cache; its compute seconds. The store keeps only
-    the job's own event (loading its inputs is not one)."""
-    seen, before = len(store.events), sum(store.seconds.values())  # a single job runs in the caller's own store
+def _train_job(context: dict, job: Job, store: Store) -> None:
+    """In a worker: train (or load) one small stage into the shared cache. The store keeps only the job's own event
+    (loading its inputs is not one)."""
+    seen = len(store.events)  # a single job runs in the caller's own store
     st = Stages(context["cfg"], context["data"], None, store, context["seed"], context["key"], context["dim"],
                 context["lrs"])
     st.head = context["head"].requires_grad_(False)
@@ -381,4 +391,3 @@ def _train_job(context: dict, job: Job, store: Store) -> float:
     st._run(job)  # the features and the job's inputs load first; the job's own entry comes last
     del store.events[seen:-1]  # loading its inputs is not this job's event (and the caller's earlier events stay)
     store.mark_merged(store.events[-1:])  # run in the caller's store: its later load of the entry is not a new event
-    return sum(store.seconds.values()) - before
