@@ -339,9 +339,9 @@ else:
 # The stage cache records how long each stage took to compute; for the slowest notebook of the cold
 # full-profile run, the time by stage kind (summed over seeds and splits) is below, followed by a
 # cProfile of one Task 1 seed and split from an empty cache (functions by cumulative time). Stage 1
-# trains in the page's process; the small stages after it (experts, routers, gates, stage 4) train
-# side by side in `workers` processes, so their seconds overlap and the shares can add up to more
-# than the notebook's wall time.
+# trains apart (on Task 1 and Task 2 two runs at a time, each counting its share of the time); the
+# small stages after it (experts, routers, gates, stage 4) train side by side in `workers` processes,
+# so their seconds overlap and the shares can add up to more than the notebook's wall time.
 
 # %% tags=["hide-input"]
 if bench and bench.get("notebooks"):

@@ -36,6 +36,17 @@ def test_targets_are_judged_only_at_the_pipeline_batch_and_misses_say_by_how_muc
             "whole smoke test command (make test)"} <= set(tt["target"])
 
 
+def test_a_missed_memory_target_names_the_notebook_and_what_its_kernel_holds_alone():
+    bench = {"targets": {"peak_rss_gib": 4.0}, "notebooks": {"full": {"book_build_seconds": None, "per_notebook": {
+        name: {"wall_seconds": 60.0, "wall": {"reps": 1}, "peak_rss_mb": kernel, "peak_rss_mb_with_workers": tree}
+        for name, kernel, tree in (("a", 1024.0, 2048.0), ("b", 4608.0, 7168.0))}}}}
+    row = report.targets(bench).set_index("target").loc[
+        "peak memory of any notebook (kernel and workers; kernel alone where not recorded)"]
+    assert row["met"] == "no" and row["measured"] == "7.00 GiB"
+    assert row[report.WHERE] == "b (full profile): its kernel alone peaks at 4.5 GiB, the kernel and its workers at " \
+                                "once at 7.0 GiB"
+
+
 def test_target_judging():
     assert report.target("x", 1.598, 1.6, True, "x")["met"] == "no"
     assert report.target("x", 1.598, 1.6, True, "x")["measured"] == "1.598 x"  # a near miss shows enough digits
