@@ -1,5 +1,6 @@
 """A range page's stage-1 runs trained side by side in worker processes: a serial run's bits, each counted once."""
 
+import pytest
 import torch
 
 from redlib.core.store import Store
@@ -59,3 +60,22 @@ def test_overlap_shares_divide_each_moment_among_the_runs_then():
     shares = stage1_runs.overlap_shares([(0.0, 10.0), (0.0, 4.0), (4.0, 10.0), (12.0, 13.0)])
     assert shares == [5.0, 2.0, 3.0, 1.0]  # 0-4: two runs; 4-10: two runs; 12-13: one alone
     assert sum(shares) == 11.0  # the wall time some run was training
+
+
+def test_without_the_memory_for_two_workers_the_runs_train_in_the_page(tiny_qwen, tmp_path, monkeypatch):
+    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=2)
+    bb = ranges.backbone(cfg)
+    monkeypatch.setenv("REDLIB_WORKERS", "2")
+    monkeypatch.setattr(stage1_runs.psutil, "virtual_memory", lambda: type("Memory", (), {"available": 2**30})())
+    store = Store(tmp_path)
+    with pytest.warns(UserWarning, match="stage-1 runs train one after another"):
+        stage1_runs.train_side_by_side(cfg, stage1_runs.grid_runs(cfg)[:2], bb, store)
+    assert not [e for e in store.events if e["kind"].endswith("/stage1")]  # nothing trained: the page will
+
+
+def test_the_prefix_size_is_known_before_it_is_computed(tiny_qwen, tmp_path):
+    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen))
+    data, texts = ranges.task_data(cfg.NAMESPACE, *cfg.frames(cfg.seed, cfg.settings[0]))
+    enc = stage1_runs.TextEncoder(ranges.backbone(cfg), texts, Store(tmp_path), cfg.NAMESPACE)
+    size = enc.prefix_bytes
+    assert size == enc.prefix.numel() * enc.prefix.element_size()

@@ -7,6 +7,10 @@ train them at once into the stage cache, each on `THREADS` torch threads; the pa
 have trained it. With the page's own thread count (`THREADS = None`) a run trains in a worker the same bits as in
 the page, so the numbers do not depend on the worker count (`tests/test_stage1_runs.py`).
 
+Each worker holds its run's frozen-prefix states (Task 2: about 1.7 GB), so the runs train side by side only where
+the memory free at the start holds every worker's (`fits_in_memory`); elsewhere the page trains them one after
+another, with the same bits.
+
 Runs that train at once share the cores, so each one's own wall time overstates what it cost: a run records as its
 seconds its share of the time it trained, each moment divided among the runs training then (`overlap_shares`). Over
 a page, stage 1's seconds then add up to the wall time stage 1 took, as they do one run after another.
@@ -15,7 +19,9 @@ a page, stage 1's seconds then add up to the wall time stage 1 took, as they do 
 from __future__ import annotations
 
 import time
+import warnings
 
+import psutil
 import torch
 
 from ..core import parallel
@@ -29,6 +35,9 @@ from .ranges import RangeTaskConfig, Setting
 
 Stage1Run = tuple[Setting, int, float]  # a data setting, a seed, stage 1's learning rate
 THREADS: int | None = None  # torch threads of each worker; None: the page's own count (a serial run's bits)
+# what a stage-1 worker holds besides its prefix states (torch, the backbone, the data, training): 1.2 GB measured in
+# Task 2's workers on the embedded backbone, rounded up
+WORKER_BYTES = 1.5 * 2**30
 
 
 def grid_runs(cfg: RangeTaskConfig) -> list[Stage1Run]:
@@ -59,7 +68,7 @@ def train_side_by_side(cfg: RangeTaskConfig, runs: list[Stage1Run], bb: Backbone
         return
     datasets: dict[tuple, tuple] = {}  # one per data set: the runs of a seed and data setting share it
     todo = [run for run in runs if not _stages(cfg, run, bb, store, datasets).stage1_cached()]
-    if len(todo) < 2:
+    if len(todo) < 2 or not fits_in_memory([enc.prefix_bytes for _, enc in datasets.values()], workers):
         return
     for _, enc in datasets.values():
         enc.prefix  # noqa: B018 - computed and cached here, not by two workers at once
@@ -70,6 +79,16 @@ def train_side_by_side(cfg: RangeTaskConfig, runs: list[Stage1Run], bb: Backbone
     for run, share in zip(todo, overlap_shares(spans)):
         st = _stages(cfg, run, bb, store, datasets)
         store.restate_seconds(st.kind("stage1"), st.stage1_key(), share)
+
+
+def fits_in_memory(prefix_bytes: list[int], workers: int) -> bool:
+    """Whether `workers` stage-1 workers, each holding the largest of these prefixes, fit in the memory free now;
+    a warning says so where they do not (the page then trains its runs one after another)."""
+    need, free = workers * (max(prefix_bytes) + WORKER_BYTES), psutil.virtual_memory().available
+    if need > free:
+        warnings.warn(f"stage-1 runs train one after another: {workers} workers side by side would need about "
+                      f"{need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB is free", stacklevel=2)
+    return need <= free
 
 
 def overlap_shares(spans: list[tuple[float, float]]) -> list[float]:

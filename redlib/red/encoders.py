@@ -103,6 +103,11 @@ class TextEncoder(Encoder):
         return self._key
 
     @property
+    def prefix_bytes(self) -> int:
+        """The size of the frozen-prefix states in memory, (n_items, T, d) floats, without computing them."""
+        return self.mask.numel() * self.dim * torch.finfo(torch.float32).bits // 8
+
+    @property
     def prefix(self) -> Tensor:
         """States entering the top blocks, (n_items, T, d): from the cache, computed there once."""
         if self._prefix is None:
