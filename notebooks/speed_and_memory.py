@@ -377,8 +377,9 @@ glue_values(report.found(bench, tt if bench else None, history, nbt))
 # - Cutting each batch of texts to its longest text makes stage 1 on Task 2 {glue:text}`sp_padding`.
 # - Two stage-1 runs side by side train {glue:text}`sp_stage1_side` as fast as one run on two threads; Task 1 and
 #   Task 2 train theirs two at a time on two threads each, which keeps a serial run's bits. The price is memory:
-#   each worker holds its data set's frozen-prefix states, which is why Task 2 is the peak-memory row above; where
-#   the free memory does not hold both workers, the page trains its runs one after another instead.
+#   each worker holds its data set's frozen-prefix states (the peak-memory row above says which notebook peaks, and
+#   how much of it the kernel holds alone); where the free memory does not hold both workers, the page trains its
+#   runs one after another instead.
 # - Cached pooled features make a router epoch cheaper than recomputing the backbone by
 #   {glue:text}`sp_features`: stages 2-4 of every experiment train on them.
 
