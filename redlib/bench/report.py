@@ -15,7 +15,7 @@ from ..experiments import decomposition, heatmaps, toy
 from ..red.cost import timed_runs
 from ..red.pipeline import STAGE_KINDS
 
-WHERE = "where the time goes"  # the targets table's column: a missed page budget's runs and largest stages
+WHERE = "why missed"  # the targets table's column: where a missed budget's time (or memory) goes
 # What each cache kind holds (a kind is "<task>/<stage>"): the RED pipeline's stages and the pages' own.
 STAGE_WHAT = {**toy.STAGE_KINDS, **heatmaps.STAGE_KINDS, **decomposition.STAGE_KINDS, **STAGE_KINDS}
 
@@ -362,7 +362,7 @@ def found(bench: dict | None, tt: pd.DataFrame | None, hist: pd.DataFrame,
     return {k: Markdown(v) if k in MARKDOWN_KEYS else v for k, v in {
         "sp_met": int((judged["met"] == "yes").sum()), "sp_judged": len(judged),
         "sp_missed": "; ".join(f"{t['target']}: {t['measured']} against {t['goal']}, {t['gap']}"
-                               + (f" (where the time goes: {t[WHERE]})" if t[WHERE] else "")
+                               + (f" (why: {t[WHERE]})" if t[WHERE] else "")
                                for t in judged[judged["met"] == "no"].to_dict("records")) or "no target",
         "sp_reference": "; ".join(f"{t.target}: {t.measured} against {t.goal}, {t.gap} (with {steps_ratio}x as many "
                                   "steps per epoch, the work every step pays in both paths weighs more)"
