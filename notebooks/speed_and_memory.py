@@ -170,7 +170,7 @@ show_measured("stage1_processes", "Stage 1 side by side has", lambda t: (
     report.steps_table(t, "per_layout", {"processes": "processes", "threads each": "torch threads each"},
                        "steps/s, all processes"),
     "Stage-1 training steps per second, one run at a time or two side by side (make bench --kernels)",
-    (f"{t['speedup_side_by_side_page_threads']:.2f}x on two threads each (what Task 1 and Task 2 run), "
+    (f"{t['speedup_side_by_side_page_threads']:.2f}x on two threads each (what Task 1 and Task 2 run) and "
      if "speedup_side_by_side_page_threads" in t else "") + f"{t['speedup_side_by_side']:.2f}x on one thread each"),
     "sp_stage1_side")
 
@@ -375,8 +375,8 @@ glue_values(report.found(bench, tt if bench else None, history, nbt))
 # - The small stages train {glue:text}`sp_stage_threads` as fast on one torch thread per worker as on two (two
 #   workers side by side, the measurement above); that is why they run on one.
 # - Cutting each batch of texts to its longest text makes stage 1 on Task 2 {glue:text}`sp_padding`.
-# - Two stage-1 runs side by side train {glue:text}`sp_stage1_side` as fast as one run on two threads; Task 1 and
-#   Task 2 train theirs two at a time on two threads each, which keeps a serial run's bits. The price is memory:
+# - Against one stage-1 run on two threads, two runs side by side train {glue:text}`sp_stage1_side` as fast;
+#   Task 1 and Task 2 train theirs two at a time on two threads each, which keeps a serial run's bits. The price is memory:
 #   each worker holds its data set's frozen-prefix states (the peak-memory row above says which notebook peaks, and
 #   how much of it the kernel holds alone); where the free memory does not hold both workers, the page trains its
 #   runs one after another instead.
