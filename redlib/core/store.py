@@ -105,14 +105,12 @@ class Store:
         path = self.path(kind, config)
         path.parent.mkdir(parents=True, exist_ok=True)
         _remove_orphaned_temporaries(path.parent)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
         data = _writable(tensors)
         header = {"key": _canonical(config), "sha256": checksum(data), "meta": json.dumps(meta or {}, default=str)}
         if train_seconds is not None:  # what computing it cost: seconds, and the peak memory of the process that did
             header |= {"train_seconds": f"{train_seconds:.3f}", "pid": str(os.getpid()),
                        "peak_rss_mb": f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}"}
-        save_file(data, str(tmp), metadata=header)
-        os.replace(tmp, path)
+        _write(path, data, header)
         return path
 
     def tensors(
@@ -163,9 +161,7 @@ class Store:
         with safe_open(str(path), framework="pt") as f:
             header = f.metadata() or {}
             tensors = {k: f.get_tensor(k) for k in f.keys()}
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        save_file(tensors, str(tmp), metadata=header | {"train_seconds": f"{seconds:.3f}"})
-        os.replace(tmp, path)
+        _write(path, tensors, header | {"train_seconds": f"{seconds:.3f}"})
         made = [e for e in self.events if e["entry"] == path.name and e["event"] != "loaded"]
         old = float(made[-1]["train_seconds"]) if made else float(header.get("train_seconds", 0.0))
         self.seconds[kind] = self.seconds.get(kind, 0.0) + seconds - old
@@ -232,6 +228,13 @@ class Store:
                 continue
             by_kind[e["kind"]] = by_kind.get(e["kind"], 0.0) + float(e["train_seconds"])
         return by_kind, unknown
+
+
+def _write(path: Path, tensors: Tensors, header: dict[str, str]) -> None:
+    """Write an entry atomically: a temporary file of this process, then renamed over `path`."""
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    save_file(tensors, str(tmp), metadata=header)
+    os.replace(tmp, path)
 
 
 def remove_orphaned_temporaries(root: Path | None = None) -> None:
