@@ -61,3 +61,10 @@ def resolve_device(name: str) -> torch.device:
     if name == "mps" and not torch.backends.mps.is_available():
         raise RuntimeError("device 'mps' requested but MPS is not available here; use device='cpu'")
     return torch.device(name)
+
+
+def device_key(device: torch.device | str) -> dict[str, str]:
+    """What a cache key says about the device: nothing on the CPU (the published runs' keys), else its type, so a
+    stage trained on a GPU (other floating-point sums) is never loaded by a CPU run, nor the other way round."""
+    kind = torch.device(device).type
+    return {} if kind == "cpu" else {"device": kind}

@@ -19,7 +19,7 @@ from torch import Tensor, nn
 
 from ..core.config import (MAX_EPOCHS, MAX_LAYERS, MAX_SAMPLES, MAX_SEEDS, MAX_WIDTH, NotebookConfig, param,
                            ParameterError)
-from ..core.runtime import derived_seed, resolve_device, seed_everything
+from ..core.runtime import derived_seed, device_key, resolve_device, seed_everything
 from ..core.store import Store
 from ..core.train import TrainConfig, fit, still_improving
 from ..models.moe import PAD, ExpertLM, GatedMoE, LMShape, MLPClassifier, TokenMoE, lm_loss
@@ -180,9 +180,10 @@ def _fit_meta(res) -> dict:
 def _fit_stage(cfg: RoutingConfig, model: nn.Module, kind: str, key: dict, loss, train: tuple, val: tuple,
                tc: TrainConfig, store: Store) -> dict:
     """Fit `model` with `loss` (or load it from the stage cache for the same configuration); its metadata and key."""
-    model.to(resolve_device(cfg.device))
+    device = resolve_device(cfg.device)
+    model.to(device)
     assert kind in STAGE_KINDS, kind
-    full = {"stage": STAGE_VERSION, "train": asdict(tc), **key}
+    full = {"stage": STAGE_VERSION, "train": asdict(tc), **key, **device_key(device)}
     meta = store.module(f"{NAMESPACE}/{kind}", full, model, lambda m: _fit_meta(fit(m, loss, train, val, tc)))
     return {**meta, "key": full}
 

@@ -16,6 +16,7 @@ import hashlib
 import torch
 from torch import Tensor, nn
 
+from ..core.runtime import device_key
 from ..core.store import Store
 from ..models.backbone import Backbone
 from ..models.cnn import SmallCNN
@@ -75,7 +76,7 @@ class FixedFeatures(Encoder):
         self.n_items, self.dim = x.shape
 
     def key(self) -> dict:
-        return {"encoder": "fixed", "x": digest(self.x)}
+        return {"encoder": "fixed", "x": digest(self.x), **device_key(self.x.device)}
 
     def forward(self, idx: Tensor) -> Tensor:
         return self.x[idx]  # (B, d)
@@ -93,7 +94,7 @@ class TextEncoder(Encoder):
         super().__init__()
         self.bb, self.n_items, self.dim = bb, len(texts), bb.dim
         self.tokens = bb.tokenize(texts)
-        self._key = {"backbone": bb.identity, "k": bb.k, "texts": digest(texts)}
+        self._key = {"backbone": bb.identity, "k": bb.k, "texts": digest(texts), **device_key(bb.device)}
         self._store, self._kind = store, f"{namespace}/prefix"
         self._prefix: Tensor | None = None
         self.register_buffer("mask", self.tokens.attention_mask.to(bb.device), persistent=False)  # (n_items, T)
@@ -145,7 +146,7 @@ class ImageEncoder(Encoder):
         self.cnn = SmallCNN().to(device)
         self.register_buffer("images", images.to(device), persistent=False)
         self.n_items, self.dim = len(images), SmallCNN.dim
-        self._key = {"encoder": "small-cnn", "images": digest(images)}
+        self._key = {"encoder": "small-cnn", "images": digest(images), **device_key(device)}
 
     def key(self) -> dict:
         return self._key
