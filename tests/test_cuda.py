@@ -1,11 +1,13 @@
 """The `device` parameter on a GPU: every trained page's pipeline runs on CUDA, and the stage cache keeps GPU-trained
 stages apart from CPU ones. Skipped where there is no CUDA (CI, the 2-core machine); run on a lent GPU machine."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
 
-from redlib.core.store import Store
+from redlib.core.store import Store, state_equal
 from redlib.experiments import decomposition as dec
 from redlib.experiments import heatmaps as ra
 from redlib.experiments import mnist, ranges, task1
@@ -15,6 +17,13 @@ from redlib.tasks import mnist as digits
 from redlib.tasks import text_domains as td
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+
+def tiny_routing(**kw) -> ra.RoutingConfig:
+    return ra.RoutingConfig.from_params(**{**dict(profile="smoke", n_seeds=1, eval_samples=6, code_samples=12,
+                                                  domain_pretrain_samples=8, domain_moe_samples=12, code_d_model=16,
+                                                  domain_d_model=16, code_heads=2, domain_heads=2, code_ff=32,
+                                                  domain_ff=32, device="cuda"), **kw})
+
 
 TEXTS = ["What is 12 plus 7?", "Add 3 and 400.", "What is the sum of 61 and 58?"]
 
@@ -68,10 +77,7 @@ def test_a_tiny_mnist_run_on_cuda_beats_chance(tmp_path):
 
 
 def test_the_routing_models_train_on_cuda(tmp_path):
-    cfg = ra.RoutingConfig.from_params(profile="smoke", n_seeds=1, eval_samples=6, code_samples=12,
-                                       domain_pretrain_samples=8, domain_moe_samples=12, code_d_model=16,
-                                       domain_d_model=16, code_heads=2, domain_heads=2, code_ff=32, domain_ff=32,
-                                       digit_hidden=32, device="cuda")
+    cfg = tiny_routing(digit_hidden=32)
     data = ra.digit_data(cfg)
     moe, _ = ra.digit_experiment(cfg, 0, data, Store(tmp_path))
     assert next(moe.parameters()).device.type == "cuda"
@@ -79,3 +85,15 @@ def test_the_routing_models_train_on_cuda(tmp_path):
     assert acc > 0.5 and np.isin(rows["top"], range(4)).all()
     code, corpus, _ = ra.code_experiment(cfg, 0, td.load_tokenizer("embedded"), Store(tmp_path))
     assert set(ra.text_routing(code, corpus)["expert"]) <= set(range(4))
+
+
+def test_a_cuda_rerun_trains_the_same_weights_on_deterministic_kernels(tmp_path):
+    """The routing page's attention models, trained twice from scratch on the GPU, end bit for bit the same, and no
+    kernel that torch knows to be non-deterministic runs (a fused attention backward would say so)."""
+    cfg = tiny_routing()
+    tok = td.load_tokenizer("embedded")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*deterministic")
+        first, _, _ = ra.code_experiment(cfg, 0, tok, Store(tmp_path / "a"))
+        second, _, _ = ra.code_experiment(cfg, 0, tok, Store(tmp_path / "b"))
+    assert state_equal(first, second)

@@ -9,6 +9,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
+# deterministic cuBLAS on a GPU: read once, when cuBLAS starts, so it is set as soon as redlib is imported
+os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
 
 def project_root() -> Path:
     """The repository root: $REDLIB_ROOT, else the checkout holding this package, else the cwd."""
@@ -35,11 +38,20 @@ def not_a_folder(path: Path) -> str:
 
 
 def seed_everything(seed: int) -> None:
-    """Seed python, numpy and torch, and ask torch for deterministic kernels."""
+    """Seed python, numpy and torch, and ask torch for deterministic kernels (on a GPU too: see `_deterministic_cuda`)."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
     torch.use_deterministic_algorithms(True, warn_only=True)
+    if torch.cuda.is_available():
+        _deterministic_cuda()
+
+
+def _deterministic_cuda() -> None:
+    """Attention on its plain kernels: the fused ones (flash, memory-efficient) have no deterministic backward pass,
+    so a rerun would train other weights."""
+    torch.backends.cuda.enable_flash_sdp(False)
+    torch.backends.cuda.enable_mem_efficient_sdp(False)
 
 
 def derived_seed(seed: int, index: int, per: int = 100) -> int:
