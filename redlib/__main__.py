@@ -27,9 +27,37 @@ def _set_workers(n: int | None) -> None:
     os.environ["REDLIB_WORKERS"] = str(n)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are one line and exit 2, like every other rejection."""
+
+    def error(self, message: str):
+        print(f"error: {message} (see `python -m redlib {self.prog.split()[-1]} --help`)"
+              if self.prog != PROG else f"error: {message} (see `python -m redlib --help`)", file=sys.stderr)
+        sys.exit(2)
+
+
+PROG = "python -m redlib"
+PARAMETER_FLAGS = ("-p", "--parameter")
+
+
+def _take_parameters(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]:
+    """`-p NAME VALUE` pairs taken out before argparse sees them, so a VALUE such as -inf or -5 is a value, not a flag."""
+    rest, pairs, i = [], [], 0
+    while i < len(argv):
+        if argv[i] in PARAMETER_FLAGS:
+            if len(argv) - i < 3:
+                raise ParameterError(f"{argv[i]} needs a NAME and a VALUE, e.g. -p seed 3")
+            pairs.append((argv[i + 1], argv[i + 2]))
+            i += 3
+        else:
+            rest.append(argv[i])
+            i += 1
+    return rest, pairs
+
+
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m redlib", description="Run the RED companion's notebooks and build its book.")
-    sub = ap.add_subparsers(dest="command", required=True)
+    ap = _Parser(prog=PROG, description="Run the RED companion's notebooks and build its book.")
+    sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="execute one notebook with papermill parameters")
     run.add_argument("notebook", help=f"one of: {', '.join(NOTEBOOKS)}")
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
@@ -90,7 +118,17 @@ def _stop(signum: int, _frame) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input exits 2 with a one-line message, a failed run exits 1, a stopped run 130 or 143."""
+    try:
+        argv, pairs = _take_parameters(list(sys.argv[1:] if argv is None else argv))
+    except ParameterError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     args = _parser().parse_args(argv)
+    if pairs and args.command not in ("run", "export"):
+        print(f"error: -p NAME VALUE is a parameter of `run` and `export`, not of `{args.command}`", file=sys.stderr)
+        return 2
+    if args.command in ("run", "export"):
+        args.parameter = [*args.parameter, *pairs]
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     signal.signal(signal.SIGTERM, _stop)
@@ -112,6 +150,7 @@ def main(argv: list[str] | None = None) -> int:
             from .core.runtime import cache_dir
 
             runner.writable_folder(cache_dir(), "the stage cache (REDLIB_CACHE)")
+            runner.outside_published(cache_dir(), "the stage cache (REDLIB_CACHE)", "name a folder outside them")
         if args.command == "run":
             params = runner.placement(args.notebook, runner.parse_params(args.notebook, args.parameter), args.output,
                                       args.publish)
@@ -125,7 +164,8 @@ def main(argv: list[str] | None = None) -> int:
             from .tasks.arithmetic import make_task1, to_jsonl
 
             cfg = Task1Config.from_params(**runner.parse_params("task1_addition", args.parameter))
-            runner.check_file(args.out, ".jsonl", "--out")
+            runner.outside_published(runner.check_file(args.out, ".jsonl", "--out"), "--out",
+                                     "write the split elsewhere")
             path = to_jsonl(make_task1(spec_for(cfg, cfg.seed, cfg.settings[0]))[args.part], args.out)
             print(f"wrote {path}")
         elif args.command == "bench":
@@ -156,7 +196,9 @@ def main(argv: list[str] | None = None) -> int:
                 pad = update_entry(out, "text_padding", text_padding)["text_padding"]
                 s1 = update_entry(out, "stage1_processes", stage1_processes)["stage1_processes"]
                 print(f"bench updated: {out / 'bench.json'} (kernels: {k['matmul']['path']}, stage 1 "
-                      f"{k['stage1_gflops']:.0f} GFLOP/s, {k['stage1_share_of_gemm']:.0%} of a large product's; "
+                      f"{k['stage1_gflops']:.0f} GFLOP/s"
+                      + (f" ({k['stage1_speedup_over_stock']:.2f}x the stock kernels)" if "stock_stage1_gflops" in k else "")
+                      + f", {k['stage1_share_of_gemm']:.0%} of a large product's; "
                       f"small stages on 1 thread per worker: {t['speedup_1_over_2']:.2f}x their speed on 2; "
                       f"Task 2 batches cut to their longest text: training {pad['train_speedup']:.2f}x, "
                       f"validation {pad['validate_speedup']:.2f}x; stage 1 in two one-thread processes side by side: "
@@ -173,6 +215,11 @@ def main(argv: list[str] | None = None) -> int:
                                          "first, so no page's provenance reads +dirty) and an empty --cache folder")
                 for name in names:
                     config_for(name)  # an unknown name is a one-line error naming the notebooks
+                if cache is not None and cache.exists() and not cache.is_dir():
+                    raise ParameterError(f"--cache {cache} is a file: name an empty folder (or one to be made)")
+                if cache is not None:
+                    runner.writable_folder(cache, "--cache")
+                    runner.outside_published(cache, "--cache", "name an empty folder outside them")
                 if cache is not None and cache.exists() and any(cache.iterdir()):
                     raise ParameterError(f"--cache {cache} is not empty: a cold measurement needs an empty folder")
                 warm = Path(args.warm_from) if args.warm_from else None

@@ -113,3 +113,28 @@ def test_fp32_matmul_kernels_are_chosen_once_and_never_lower_precision():
     assert kernels._relative_error() <= kernels.TOLERANCE_FACTOR * max(rec["stock_rel_error"], 1e-7)
     if "fast_rel_error" in rec and rec["path"] == "stock":  # the fast path was tried and refused: it is off again
         assert torch.backends.mkldnn.matmul.fp32_precision == "none"
+
+
+@pytest.mark.parametrize("mode", ["auto", "stock"])
+def test_every_avx512_cpu_takes_the_onednn_path_below_amx_unless_told_otherwise(mode):
+    """One kernel path on Intel and AMD alike: oneDNN's AVX-512 kernels (capped below AMX, whose units compute in
+    bf16) wherever the CPU has AVX-512 and the self-check passes; REDLIB_MATMUL=stock keeps the stock kernels."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")}
+    env["REDLIB_MATMUL"] = mode
+    code = "import json; from redlib.core import kernels; print(json.dumps(kernels.configure()))"
+    rec = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                                    check=True).stdout)
+    from redlib import ONEDNN_ISA_CAP
+
+    assert rec["onednn_isa_cap"] == ONEDNN_ISA_CAP
+    if mode == "stock":
+        assert rec["path"] == "stock" and "forced" in rec["why"]
+    elif rec["isa"].startswith("AVX512"):
+        assert rec["path"] == "onednn" or "refused" in rec["why"], rec
+    else:
+        assert rec["path"] == "stock", rec

@@ -131,9 +131,71 @@ def _empty_idx(tmp_path: Path) -> str:
     return str(tmp_path)
 
 
+def _out(tmp_path: Path) -> str:
+    return str(tmp_path / "x.ipynb")
+
+
+def _results_link(tmp_path: Path) -> str:
+    """A link to the published results/: resolved, it is results/ itself."""
+    link = tmp_path / "results_link"
+    link.symlink_to(project_root() / "results")
+    return str(link)
+
+
+def _unreadable_backbone(tmp_path: Path) -> str:
+    """A model folder whose files cannot be read: config.json is a folder, the weights a dangling link."""
+    folder = tmp_path / "model"
+    (folder / "config.json").mkdir(parents=True)
+    (folder / "model.safetensors").symlink_to(tmp_path / "gone.safetensors")
+    return str(folder)
+
+
+def _unreadable_tokenizer(tmp_path: Path) -> str:
+    folder = tmp_path / "tok"
+    (folder / "tokenizer.json").mkdir(parents=True)
+    return str(folder)
+
+
+def _truncated_idx(tmp_path: Path) -> str:
+    """The four MNIST IDX files with valid headers, one of them cut short after its header."""
+    import numpy as np
+
+    from redlib.tasks.mnist import IDX_FILES
+
+    for part, (images, labels) in IDX_FILES.items():
+        n = 20
+        (tmp_path / images).write_bytes(bytes([0, 0, 8, 3]) + b"".join(d.to_bytes(4, "big") for d in (n, 28, 28))
+                                        + np.zeros(n * 28 * 28 // (2 if part == "test" else 1), np.uint8).tobytes())
+        (tmp_path / labels).write_bytes(bytes([0, 0, 8, 1]) + n.to_bytes(4, "big") + bytes(n))
+    return str(tmp_path)
+
+
+def _non_utf8(tmp_path: Path) -> str:
+    return os.fsdecode(os.fsencode(str(tmp_path)) + b"/\xff\xfe.ipynb")
+
+
 # each case: the arguments (a callable gets tmp_path) and the words of its one-line error; every one exits 2 before
 # any kernel starts, writing nothing
 NEWCOMER_CASES = [
+    # no route writes into the published book (paths resolved through .. and links)
+    (["run", "intro", "-p", "seed", "3", "--output", "book/intro.ipynb"], "lies in the published book/"),
+    (["run", "toy_experiments", "-p", "profile", "smoke", "--output", "book/toy_experiments.ipynb"],
+     "lies in the published book/"),
+    (["run", "intro", "--output", _out, "-p", "results_dir", "results/../results"], "is the published results/"),
+    (["run", "intro", "--output", _out, "-p", "results_dir", _results_link], "is the published results/"),
+    (["run", "intro", "--output", _out, "-p", "results_dir", "book"], "lies in the published book/"),
+    (["run", "intro", "--output", _out, "-p", "results_dir", "results/full"], "lies in the published results/"),
+    (["export", "test", "--out", "book/test.jsonl"], "lies in the published book/"),
+    # the machine's answer first, in one line
+    (["run", "task1_addition", "-p", "profile", "smoke", "-p", "backbone", _unreadable_backbone], "cannot be read"),
+    (["run", "routing_heatmaps", "-p", "profile", "smoke", "-p", "tokenizer", _unreadable_tokenizer], "cannot be read"),
+    (["run", "toy_experiments", "-p", "profile", "smoke", "--output", _non_utf8], "is not valid UTF-8"),
+    (["bench", "--notebooks", "toy_experiments", "--cache", _file], "is a file"),
+    (["run", "mnist_label5", "-p", "profile", "smoke", "-p", "data_dir", _truncated_idx], "is truncated"),
+    (["run", "task1_addition", "-p", "k_trainable", "99"], "'k_trainable' must be in [0, 6]"),
+    (["run", "toy_experiments", "-p", "profile", "smoke", "-p", "lr", "-inf"], "'lr' must be a finite number"),
+    (["run", "toy_experiments", "-p", "profile", "smoke", "-p", "seed"], "-p needs a NAME and a VALUE"),
+    (["run", "toy_experiments", "--no-such-flag"], "unrecognized arguments: --no-such-flag"),
     (["run", "intro", "-p", "results_dir", "/tmp/elsewhere"], "is not the published results/"),
     (["run", "task1_addition", "-p", "results_dir", "/tmp/elsewhere"], "is not the published results/"),
     (["run", "intro", "-p", "results_dir", ""], "results_dir is empty"),
@@ -151,18 +213,22 @@ NEWCOMER_CASES = [
     (["run", "toy_experiments", "-p", "profile", "smoke", "-p", "workers", "two"], "workers must be a positive integer"),
     (["book", "--profile", "smoke", "--workers", "0"], "--workers must be in [1, 16]"),
 ]
+if not torch.cuda.is_available():
+    NEWCOMER_CASES.append((["run", "task1_addition", "-p", "device", "cuda"], "CUDA is not available"))
 
 
 @pytest.mark.parametrize("args, needle", NEWCOMER_CASES)
 def test_a_newcomers_bad_input_is_one_line_exit_2_and_changes_nothing(args, needle, tmp_path):
     args = [a(tmp_path) if callable(a) else a for a in args]
-    published = sorted((project_root() / "book").glob("*.ipynb")) + sorted((project_root() / "results" / "full").rglob("*"))
-    before = {p: p.read_bytes() for p in published if p.is_file()}
+    published = sorted((project_root() / "book").rglob("*")) + sorted((project_root() / "results").rglob("*"))
+    before = {p: p.read_bytes() for p in published if p.is_file() and "smoke" not in p.parts}
     proc = run_cli(*args)
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert needle in proc.stderr
-    assert {p: p.read_bytes() for p in published if p.is_file()} == before
+    after = sorted((project_root() / "book").rglob("*")) + sorted((project_root() / "results").rglob("*"))
+    assert {p: p.read_bytes() for p in after if p.is_file() and "smoke" not in p.parts} == before
     assert not (project_root() / "smoke").exists()
+    assert not list(tmp_path.glob("*.ipynb")) and not (tmp_path / "results").exists()
 
 
 def test_a_stage_cache_that_is_a_file_is_refused_before_any_run(tmp_path):

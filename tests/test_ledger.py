@@ -8,9 +8,13 @@ from redlib.core.claims import load_claims
 
 
 def write(root, notebook, claims, params=None):
+    """A page's claims.json as a run writes it, with the digest readers check."""
+    from redlib.book.results import digests
+
     d = root / "full" / notebook
     d.mkdir(parents=True)
-    (d / "claims.json").write_text(json.dumps({"claims": claims, "provenance": {"parameters": params or {}}}))
+    doc = {"claims": claims, "provenance": {"parameters": params or {}}, "sha256": digests(d, claims)}
+    (d / "claims.json").write_text(json.dumps(doc))
 
 
 @pytest.fixture

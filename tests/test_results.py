@@ -98,8 +98,21 @@ def test_a_commit_that_never_landed_is_named_as_such(tmp_path, monkeypatch):
     monkeypatch.setenv("REDLIB_ROOT", str(tmp_path))
     assert in_history(head) == "yes"
     assert in_history(head + "+dirty") == "yes (+dirty)"
-    assert in_history("1" * 40) == "no: not in this repository"
+    assert in_history("1" * 40) == "no: not in this repository's history"
     assert in_history(None) == in_history("unknown") == "unknown"
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "commit", "-q", "--amend", "-m", "a, amended", "--allow-empty"], cwd=tmp_path, check=True)
+    assert in_history(head) == "no: not in this repository's history"  # still an object here, but not in HEAD's past
+
+
+def test_every_commit_the_published_results_name_is_in_history():
+    """A page published at a commit that was then amended or rebased names a commit no clone has: never publish so."""
+    from redlib.book.results import in_history, named_commits
+
+    named = named_commits("full")
+    assert named, "no published results"
+    missing = {page: c for page, c in named.items() if in_history(c) not in ("yes", "unknown")}
+    assert not missing, f"published results name commits outside HEAD's history: {missing}"
 
 
 def test_non_default_parameters_are_in_provenance_the_box_and_the_ledger(results_root):
@@ -140,6 +153,28 @@ def test_a_result_file_changed_by_hand_is_caught_naming_the_file(results_root):
     (out / "claims.json").write_text("{not json")
     with pytest.raises(ResultFileError, match="claims.json is not valid JSON"):
         read("toy_experiments", "smoke", results_root).claims
+
+
+@pytest.mark.parametrize("strip", ["all", "claims", "table"])
+def test_result_files_without_their_checksums_are_refused(results_root, strip):
+    """Deleting a digest (or all of them) does not switch the check off: an edited table is refused all the same."""
+    from redlib.book.results import ResultFileError
+
+    res = make(results_root)
+    res.table("overall", pd.DataFrame({"method": ["RED", "MoE"], "accuracy": [1.0, 0.9]}))
+    res.record({"toy.residual.base_only": measure.value([1.0])})
+    out = res.finish()
+    doc = json.loads((out / "claims.json").read_text())
+    if strip == "all":
+        del doc["sha256"]
+    else:
+        del doc["sha256"]["claims" if strip == "claims" else "overall.csv"]
+    (out / "claims.json").write_text(json.dumps(doc))
+    csv = out / "overall.csv"
+    csv.write_text(csv.read_text().replace("1.0", "0.25"))
+    what = "overall.csv" if strip == "table" else "its claims"
+    with pytest.raises(ResultFileError, match=f"claims.json has no SHA-256 for {what}"):
+        read("toy_experiments", "smoke", results_root).table("overall")
 
 
 def test_the_published_results_carry_digests_that_match():

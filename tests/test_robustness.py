@@ -151,7 +151,7 @@ def test_method_cost_counts_every_module_each_method_trains():
 def test_costs_are_read_from_the_pages_own_runs_and_count_their_runs(tmp_path):
     """eff.* read what the pages' runs recorded (their stages' training seconds and memory bound), never the bench;
     a run from before stages kept their cost is left out rather than guessed."""
-    from redlib.book.results import published_costs
+    from redlib.book.results import digests, published_costs
 
     def page(name: str, params: dict, by_kind: dict, peak: float, unknown: int = 0) -> None:
         d = tmp_path / "full" / name
@@ -159,7 +159,7 @@ def test_costs_are_read_from_the_pages_own_runs_and_count_their_runs(tmp_path):
         prov = {"parameters": params, "git_commit": "abc1234def", "started_at": "2026-11-23T00:00:00+00:00",
                 "stages": {"train_seconds_by_kind": by_kind, "stages_without_recorded_cost": unknown,
                            "train_peak_rss_mb_upper_bound": peak}}
-        (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": prov}))
+        (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": prov, "sha256": digests(d, {})}))
 
     page("task1_addition", {"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs",
                             "extension_seeds": 1}, {"task1/stage1": 600.0, "task1/expert": 300.0, "task1/router": 120.0},
@@ -208,7 +208,7 @@ def test_cold_estimates_bracket_a_page_by_its_recorded_stage_seconds(tmp_path):
     """Stage 1 serial in the page's process, the rest over its workers: the range is (sum / (workers + 1),
     stage 1 + rest / workers); a cold timing is put beside it only when it ran today's profile and code."""
     from redlib.bench import report
-    from redlib.book.results import cold_estimates
+    from redlib.book.results import cold_estimates, digests
 
     d = tmp_path / "full" / "mnist_label5"
     d.mkdir(parents=True)
@@ -216,7 +216,7 @@ def test_cold_estimates_bracket_a_page_by_its_recorded_stage_seconds(tmp_path):
             "run_options": {"workers": 2},
             "stages": {"train_seconds_by_kind": {"mnist/stage1": 600.0, "mnist/expert": 1200.0},
                        "stages_without_recorded_cost": 0, "train_peak_rss_mb_upper_bound": 1.0}}
-    (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": prov}))
+    (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": prov, "sha256": digests(d, {})}))
     est = cold_estimates(["mnist_label5", "task2_mixed"], "full", tmp_path)  # task2 has no run: left out
     assert list(est["page"]) == ["mnist_label5"]
     row = est.iloc[0]

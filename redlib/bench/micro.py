@@ -55,18 +55,31 @@ def kernel_throughput(reps: int = 5, batch: int = 64, tokens: int = 12) -> dict:
     with FlopCounterMode(display=False) as counter:
         step()
     flops = counter.get_total_flops()
-    for _ in range(3):
-        step()
-    t = timed(lambda: [step() for _ in range(10)], reps)
     a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    for _ in range(2):
-        a @ b
-    g = timed(lambda: [a @ b for _ in range(5)], reps)
+
+    def measure() -> tuple[dict, dict]:
+        for _ in range(3):
+            step()
+        for _ in range(2):
+            a @ b
+        return timed(lambda: [step() for _ in range(10)], reps), timed(lambda: [a @ b for _ in range(5)], reps)
+
+    t, g = measure()
     stage1 = 10 * flops / t["median"] / 1e9
     gemm = 5 * 2 * 2048**3 / g["median"] / 1e9
-    return {"matmul": record, "threads": torch.get_num_threads(), "batch": batch, "tokens": tokens,
-            "stage1_flops_per_step": flops, "stage1_gflops": stage1, "gemm_2048_gflops": gemm,
-            "stage1_share_of_gemm": stage1 / gemm, "stage1_step": t, "gemm": g}
+    out = {"matmul": record, "threads": torch.get_num_threads(), "batch": batch, "tokens": tokens,
+           "stage1_flops_per_step": flops, "stage1_gflops": stage1, "gemm_2048_gflops": gemm,
+           "stage1_share_of_gemm": stage1 / gemm, "stage1_step": t, "gemm": g}
+    if record["path"] == "onednn":  # the same steps on the stock kernels, in this process: what the chosen path gains
+        kernels.set_onednn(False)
+        try:
+            ts, gs = measure()
+        finally:
+            kernels.set_onednn(True)
+        out.update({"stock_stage1_gflops": 10 * flops / ts["median"] / 1e9,
+                    "stock_gemm_2048_gflops": 5 * 2 * 2048**3 / gs["median"] / 1e9, "stock_stage1_step": ts,
+                    "stock_gemm": gs, "stage1_speedup_over_stock": ts["median"] / t["median"]})
+    return out
 
 
 def _steps_per_second(loss: Callable[[], torch.Tensor], params: list, warmup: int, steps: int) -> float:

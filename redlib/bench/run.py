@@ -303,9 +303,10 @@ def book_build_seconds(workdir: Path) -> float:
 # The recipes of the Makefile's `unit` and `notebooks` targets (`make test`), `$(PY)` written as {python};
 # tests/test_bench.py checks that the two stay the same.
 SMOKE_TEST_COMMANDS = [
-    "{python} -m pytest -q tests --ignore=tests/browser",
+    "{python} -m pytest -q tests --ignore=tests/browser --ignore=tests/smoke",
     "{python} -m redlib book --profile smoke",
     "{python} -m pytest -q -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg tests/nbval/*.ipynb",
+    "{python} -m pytest -q -p no:cacheprovider tests/smoke",
     "{python} -m pytest -q -p no:cacheprovider tests/browser",
 ]
 

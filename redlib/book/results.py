@@ -65,15 +65,32 @@ def git_commit() -> str:
 
 
 def in_history(commit: str | None) -> str:
-    """Whether a result's commit is in this checkout's history: "yes", "no: not in this repository" or "unknown"."""
+    """Whether a result's commit is in HEAD's history (an ancestor of HEAD, not merely an object in this clone, as an
+    amended or rebased commit stays): "yes", "no: not in this repository's history" or "unknown"."""
     if not commit or commit == "unknown":
         return "unknown"
     sha = commit.removesuffix("+dirty")
     try:
-        found = subprocess.run(["git", "cat-file", "-e", f"{sha}^{{commit}}"], cwd=project_root(), capture_output=True)
+        found = subprocess.run(["git", "merge-base", "--is-ancestor", sha, "HEAD"], cwd=project_root(),
+                               capture_output=True)
     except OSError:
         return "unknown"
-    return ("yes" if found.returncode == 0 else "no: not in this repository") + (" (+dirty)" if commit != sha else "")
+    if found.returncode not in (0, 1) and b"Not a valid" not in found.stderr:
+        return "unknown"  # not a git checkout, or git failed
+    return ("yes" if found.returncode == 0 else "no: not in this repository's history") + \
+        (" (+dirty)" if commit != sha else "")
+
+
+def named_commits(profile: str = "full", results_dir: str | os.PathLike = "results") -> dict[str, str]:
+    """The commit each published page's results name in their provenance, by page."""
+    root = resolve_path(results_dir) / profile
+    out = {}
+    for path in sorted(root.glob("*/claims.json")):
+        try:
+            out[path.parent.name] = json.loads(path.read_text()).get("provenance", {}).get("git_commit") or "unknown"
+        except ValueError:
+            out[path.parent.name] = "unknown"
+    return out
 
 
 def library_versions() -> dict[str, str]:
@@ -235,12 +252,18 @@ class PageResults:
             doc = json.loads(path.read_text())
         except ValueError as err:
             raise ResultFileError(f"{path} is not valid JSON ({err}); re-run {self.page} to write it again") from None
-        if "sha256" in doc:
-            self._verify(doc, path)
+        self._verify(doc, path)
         return doc
 
     def _verify(self, doc: dict[str, Any], path: Path) -> None:
-        expected, found = doc["sha256"], digests(self.dir, doc.get("claims", {}), names=list(doc["sha256"]))
+        expected = doc.get("sha256")
+        tables = sorted(p.name for p in self.dir.glob("*.csv"))
+        if not isinstance(expected, dict) or CLAIMS_KEY not in expected or set(tables) - set(expected):
+            unsigned = "its claims" if not isinstance(expected, dict) or CLAIMS_KEY not in expected else \
+                ", ".join(sorted(set(tables) - set(expected)))
+            raise ResultFileError(f"{path} has no SHA-256 for {unsigned} (the run records one for its claims and every "
+                                  f"table): it was changed by hand; restore it (git checkout) or re-run {self.page}")
+        found = digests(self.dir, doc.get("claims", {}), names=list(expected))
         for name in expected:
             if found.get(name) != expected[name]:
                 where = path if name == CLAIMS_KEY else self.dir / name
@@ -268,6 +291,8 @@ class PageResults:
             self.verify()
         try:
             return pd.read_csv(path)
+        except pd.errors.EmptyDataError:  # a table with no rows and no columns (e.g. no rates tried)
+            return pd.DataFrame()
         except (OSError, ValueError) as err:
             raise ResultFileError(f"{path} cannot be read as a table ({type(err).__name__}: {err})") from None
 
@@ -305,6 +330,8 @@ def selection_costs(pages: list[str], profile: str = "full", results_dir: str | 
         t, st = res.table("lr_selection"), res.provenance.get("stages") or {}
         if (res.dir / "lr_selection_stage1_paper.csv").exists():  # the stage-1 extension's own choice
             t = pd.concat([t, res.table("lr_selection_stage1_paper")], ignore_index=True)
+        if t.empty:  # the page kept its configured rates (head_lr_grid "none"): nothing chosen, nothing spent
+            continue
         total = sum((st.get("train_seconds_by_kind") or {}).values())
         spent = float(t["seconds"].sum()) if "seconds" in t else float("nan")
         rows.append({"page": page, "rates tried": t["lr"].nunique(), "stages trained to choose": int(t["stages"].sum()),

@@ -47,8 +47,37 @@ def scratch_dir(kind: str, profile: str) -> Path:
     return path
 
 
+def published() -> tuple[Path, Path]:
+    """The published book's folders, as they are on disk (links and `..` resolved): book/ and results/."""
+    root = project_root().resolve()
+    return root / "book", root / "results"
+
+
+def _within(path: Path, folder: Path) -> bool:
+    return path == folder or path.is_relative_to(folder)
+
+
+def outside_published(path: Path, what: str, hint: str) -> Path:
+    """`path` resolved through `..` and links; a one-line error if it lands in book/ or under results/."""
+    real = path.expanduser().resolve()
+    for folder in published():
+        if _within(real, folder):
+            shown = f"{str(path)!r}" + ("" if str(path) == str(real) else f" (that is {str(real)!r})")
+            raise ParameterError(f"{what} {shown} lies in the published {folder.name}/: {hint}")
+    return real
+
+
+def _encodable(path: str | os.PathLike, what: str) -> None:
+    """One-line error for a path the file system cannot name in UTF-8 (a run would crash only when it writes)."""
+    try:
+        os.fsdecode(path).encode("utf-8")
+    except UnicodeEncodeError:
+        raise ParameterError(f"{what} {os.fsdecode(path)!r} is not valid UTF-8: name a path in UTF-8") from None
+
+
 def check_file(path: str | os.PathLike, suffix: str, what: str) -> Path:
-    """An output file path that can be written: the right suffix, not a folder, in a folder that exists."""
+    """An output file path that can be written: UTF-8, the right suffix, not a folder, in a folder that exists."""
+    _encodable(path, what)
     p = Path(path).expanduser().resolve()
     if p.is_dir() or p.suffix != suffix:
         raise ParameterError(f"{what} {str(path)!r} must be a {suffix} file path (not a folder)")
@@ -61,6 +90,7 @@ def check_file(path: str | os.PathLike, suffix: str, what: str) -> Path:
 
 def writable_folder(path: Path, what: str) -> None:
     """One-line error unless `path` is (or can be made in) a folder this user may write to: checked before any work."""
+    _encodable(path, what)
     existing = next(p for p in (path, *path.parents) if p.exists())
     if not existing.is_dir():
         raise ParameterError(f"{what} {str(path)!r}: {str(existing)!r} is a file, not a folder")
@@ -77,20 +107,30 @@ def placement(notebook: str, params: dict[str, Any], output: str | None, publish
     """
     if not str(params.get("results_dir", "results")).strip():
         raise ParameterError("results_dir is empty: name a folder (results go to <results_dir>/<profile>/<notebook>/)")
+    cfg = config_for(notebook).from_params(**params)
+    cfg.preflight()  # this machine's answer (device, folders) comes before any word about where the run writes
+    published_results = published()[1]
     if output is not None:
         out = check_file(output, ".ipynb", "--output")
+        outside_published(Path(output), "--output", "leave --output out to replace the published page (with "
+                          "--publish when its parameters differ from the profile's), or write the notebook elsewhere")
         params = {"results_dir": str(out.parent / "results"), **params}
-    results = resolve_path(params.get("results_dir", "results"))
+    given = resolve_path(params.get("results_dir", "results"))
+    results = given.resolve()
     writable_folder(results, "results_dir")
+    if results != published_results:
+        outside_published(given, "results_dir", "name results (the published results, or results/smoke for the "
+                          "smoke profile) or a folder outside results/ and book/")
+    is_published = results == published_results
     cfg = config_for(notebook).from_params(**params)
     changed = cfg.non_default()
-    published = cfg.profile == "full" and output is None
-    if published and results != resolve_path("results") and not publish:
+    published_page = cfg.profile == "full" and output is None
+    if published_page and not is_published and not publish:
         raise ParameterError(
             f"results_dir {str(results)!r} is not the published results/: this run would replace the published "
             f"{notebook} page with one that reads results from elsewhere; pass --output FILE.ipynb to write the page "
             "elsewhere too, or --publish to replace the published page")
-    if cfg.profile == "full" and output is not None and results == resolve_path("results") and not publish:
+    if cfg.profile == "full" and output is not None and is_published and not publish:
         raise ParameterError(
             f"results_dir {str(results)!r} is the published results/: this run would replace the published {notebook} "
             "results while its page goes to --output; leave results_dir out (results go beside --output), or pass "
@@ -299,7 +339,19 @@ def build_book(profile: str = "full", execute_notebooks: bool = True, progress: 
     missing = [n for n in NOTEBOOKS if not (stage / "book" / f"{n}.ipynb").exists()]
     if missing:
         raise FileNotFoundError(f"executed notebooks missing in {stage / 'book'}: {', '.join(missing)}; run without --no-execute")
+    warn_unlanded(profile)
     return build_html(stage)
+
+
+def warn_unlanded(profile: str) -> None:
+    """Say, when the book is built, which pages name a commit outside this checkout's history (amended, rebased,
+    or never pushed): their provenance points at code no reader can check out."""
+    from .results import in_history, named_commits
+
+    away = {page: c[:12] for page, c in named_commits(profile).items() if in_history(c).startswith("no")}
+    if away:
+        print("warning: results name commits outside this checkout's history: "
+              + ", ".join(f"{p} ({c})" for p, c in away.items()), file=sys.stderr)
 
 
 def parameter_docs(notebook: str) -> dict[str, str]:

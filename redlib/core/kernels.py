@@ -1,13 +1,16 @@
-"""Which CPU kernels run fp32 matrix multiplies: chosen once per process by capability, with a precision self-check.
+"""Which CPU kernels run fp32 matrix multiplies: one path on every x86 CPU with AVX-512, with a precision self-check.
 
-torch's bundled MKL takes its AVX2 path on AMD CPUs, so there the matrix multiplies are routed through oneDNN's
-AVX-512 kernels (`torch.backends.mkldnn.matmul.fp32_precision`), about 1.7x faster on stage 1. That flag may also
-let oneDNN compute in bf16 (it does on CPUs with AMX units), so the path is taken only after a small product
-agrees with float64 as closely as the stock kernels' does; otherwise the stock kernels stay. On Intel CPUs MKL
-already runs AVX-512 and the stock path is kept. fp32 stays the arithmetic either way: only which kernels run it
-changes, and every process of a run (page kernel and workers) takes the same decision, so workers stay
-bit-identical to a serial run. `REDLIB_MATMUL=stock` forces the stock kernels (`fast` asks for the oneDNN path
-on any CPU, still behind the self-check).
+The two vendors' default kernels sum in different orders: torch's bundled MKL takes its AVX2 path on AMD CPUs and
+its AVX-512 path on Intel CPUs, so a run trained on one vendor lands a last bit away from the other's, and small
+trained numbers (a smoke run's accuracies, a rate chosen between two close validation losses) move with it. So on
+every CPU with AVX-512 the matrix multiplies go through oneDNN's AVX-512 kernels
+(`torch.backends.mkldnn.matmul.fp32_precision`), the same code on Intel and AMD (not quite the same bits: oneDNN
+blocks its sums by the CPU's cache sizes) and about 1.7x MKL's AVX2 path on AMD. That flag also lets oneDNN compute in bf16 where the CPU has AMX units, so oneDNN's instruction set is capped
+below AMX (`ONEDNN_MAX_CPU_ISA`, set when redlib is imported, before oneDNN starts: see `redlib/__init__.py`), and
+the path is taken only after a small product agrees with float64 as closely as the stock kernels' does; otherwise
+the stock kernels stay. fp32 stays the arithmetic either way: only which kernels run it changes, and every process
+of a run (page kernel and workers) takes the same decision, so workers stay bit-identical to a serial run.
+`REDLIB_MATMUL=stock` forces the stock kernels; `fast` asks for the oneDNN path on any CPU (still behind the check).
 """
 
 from __future__ import annotations
@@ -43,35 +46,44 @@ def _relative_error() -> float:
     return float((a @ b).double().sub(ref).norm() / ref.norm())
 
 
-def _set_onednn(on: bool) -> None:
+def set_onednn(on: bool) -> None:
+    """Route fp32 matrix multiplies through oneDNN (on) or the stock MKL kernels (off) in this process."""
     torch.backends.mkldnn.matmul.fp32_precision = "bf16" if on else "none"
+
+
+def mode() -> str:
+    """REDLIB_MATMUL, checked: auto (default), stock or fast."""
+    chosen = os.environ.get("REDLIB_MATMUL", "auto")
+    if chosen not in MODES:
+        raise ValueError(f"REDLIB_MATMUL={chosen!r} is not one of: {', '.join(MODES)}")
+    return chosen
 
 
 @cache
 def configure() -> dict[str, Any]:
     """Pick this process's fp32 matmul kernels (once) and return what was chosen and why, for provenance."""
-    mode = os.environ.get("REDLIB_MATMUL", "auto")
-    if mode not in MODES:
-        raise ValueError(f"REDLIB_MATMUL={mode!r} is not one of: {', '.join(MODES)}")
+    wanted_mode = mode()
     vendor, isa = cpu_vendor(), torch.backends.cpu.get_cpu_capability()
-    _set_onednn(False)
+    cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "none"
+    set_onednn(False)
     stock_err = _relative_error()
-    record = {"path": "stock", "vendor": vendor, "isa": isa, "mode": mode, "stock_rel_error": stock_err}
-    wanted = mode == "fast" or (mode == "auto" and vendor == "AuthenticAMD" and isa.startswith("AVX512"))
+    record = {"path": "stock", "vendor": vendor, "isa": isa, "mode": wanted_mode, "onednn_isa_cap": cap,
+              "stock_rel_error": stock_err}
+    wanted = wanted_mode == "fast" or (wanted_mode == "auto" and isa.startswith("AVX512"))
     if not wanted:
-        reason = "forced" if mode == "stock" else f"{vendor}: MKL runs its own {isa} path"
+        reason = "forced" if wanted_mode == "stock" else f"{isa}: oneDNN's AVX-512 path is not there"
         record["why"] = f"stock MKL kernels ({reason})"
         return record
     if not torch.backends.mkldnn.is_available():
         record["why"] = "oneDNN is not available in this torch build"
         return record
-    _set_onednn(True)
+    set_onednn(True)
     fast_err = _relative_error()
     record["fast_rel_error"] = fast_err
     if fast_err > TOLERANCE_FACTOR * max(stock_err, 1e-7):
-        _set_onednn(False)  # this CPU computes that path in reduced precision (bf16 units, e.g. AMX): refuse it
+        set_onednn(False)  # this CPU computes that path in reduced precision (bf16 units, e.g. AMX): refuse it
         record["why"] = (f"oneDNN path refused: relative error {fast_err:.1e} against float64, stock {stock_err:.1e} "
-                         "(the path lowers precision on this CPU)")
+                         f"(the path lowers precision on this CPU; oneDNN ISA cap {cap})")
         return record
     record["path"] = "onednn"
     record["why"] = f"oneDNN {isa} kernels (relative error {fast_err:.1e}, stock {stock_err:.1e})"

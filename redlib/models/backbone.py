@@ -40,8 +40,17 @@ def resolve_backbone(name: str) -> Path:
     if not path.is_dir():
         raise BackboneError(f"backbone path {str(path)!r} {not_a_folder(path)}; pass a local Hugging Face model folder "
                             "or 'embedded'")
-    if not (path / "config.json").exists() or not any(path.glob("*.safetensors")) and not any(path.glob("*.bin")):
-        raise BackboneError(f"backbone path {str(path)!r} holds no model (needs config.json and *.safetensors or *.bin)")
+    try:
+        weights = sorted(path.glob("*.safetensors")) or sorted(path.glob("*.bin"))
+        if not (path / "config.json").exists() or not weights:
+            raise BackboneError(f"backbone path {str(path)!r} holds no model (needs config.json and *.safetensors or "
+                                "*.bin)")
+        for f in (path / "config.json", *weights):  # readable files, not folders: checked before any kernel starts
+            with f.open("rb") as fh:
+                fh.read(1)
+    except OSError as err:  # a folder or file this user may not read, a dangling link, a folder named like a file
+        raise BackboneError(f"backbone path {str(path)!r} cannot be read ({type(err).__name__}: "
+                            f"{err.strerror or err}{': ' + str(err.filename) if err.filename else ''})") from None
     return path
 
 

@@ -7,6 +7,7 @@ domain is label // 2. Images are normalised with the MNIST mean and standard dev
 from __future__ import annotations
 
 import gzip
+import os
 from pathlib import Path
 
 import numpy as np
@@ -52,6 +53,31 @@ def _check_magic(path: Path, raw: bytes) -> None:
         raise ParameterError(f"{path} is not an MNIST IDX file of unsigned bytes: it {what}")
 
 
+def _data_size(path: Path) -> int:
+    """Bytes of the file's IDX content: its size, or for a .gz the uncompressed size its gzip trailer records."""
+    try:
+        if path.suffix != ".gz":
+            return path.stat().st_size
+        with open(path, "rb") as fh:
+            fh.seek(-4, os.SEEK_END)
+            return int.from_bytes(fh.read(4), "little")  # ISIZE: the size modulo 2**32, exact for MNIST's files
+    except OSError as err:
+        raise ParameterError(f"MNIST file {str(path)!r} cannot be read ({type(err).__name__}: {err})") from None
+
+
+def _check_size(path: Path) -> None:
+    """One-line error unless the file has an IDX header and exactly the data its dimensions call for."""
+    head = _read(path, 4)
+    _check_magic(path, head)
+    header = _read(path, 4 + 4 * head[3])
+    if len(header) < 4 + 4 * head[3]:
+        raise ParameterError(f"{path} is truncated: its IDX header is incomplete")
+    dims = [int.from_bytes(header[4 + 4 * i:8 + 4 * i], "big") for i in range(head[3])]
+    size = _data_size(path) - len(header)
+    if size != int(np.prod(dims)):
+        raise ParameterError(f"{path} is truncated: header says {dims}, found {size} bytes of data")
+
+
 def read_idx(path: Path) -> np.ndarray:
     """One IDX file (gzipped or not) as an array: unsigned bytes, 1 dimension (labels) or 3 (images)."""
     raw = _read(path)
@@ -81,8 +107,8 @@ def check_idx_dir(data_dir: str) -> dict[str, tuple[Path, Path]]:
         state = f"it {not_a_folder(folder)}" if not folder.is_dir() else f"missing: {', '.join(missing)}"
         raise ParameterError(f"data_dir {str(folder)!r} must be a folder holding the MNIST IDX files "
                              f"{', '.join(found)} (each may end in .gz); {state}")
-    for path in found.values():  # readable, with an IDX header: checked before any kernel starts
-        _check_magic(path, _read(path, 4))
+    for path in found.values():  # readable, with an IDX header and all its data: checked before any kernel starts
+        _check_size(path)
     return {part: (found[images], found[labels]) for part, (images, labels) in IDX_FILES.items()}
 
 

@@ -160,8 +160,16 @@ def tokenizer_path(name: str) -> Path:
         raise ParameterError(f"tokenizer path {str(path)!r} {not_a_folder(path)}; pass 'embedded' or a local Hugging "
                              "Face tokenizer folder (e.g. a downloaded gpt2)")
     files = ("tokenizer.json", "vocab.json", "vocab.txt", "tokenizer.model")
-    if not any((path / f).exists() for f in files):
-        raise ParameterError(f"tokenizer path {str(path)!r} holds no tokenizer (needs one of {', '.join(files)})")
+    try:
+        present = [path / f for f in files if (path / f).exists()]
+        if not present:
+            raise ParameterError(f"tokenizer path {str(path)!r} holds no tokenizer (needs one of {', '.join(files)})")
+        for f in present:  # readable files, not folders: checked before any kernel starts
+            with f.open("rb") as fh:
+                fh.read(1)
+    except OSError as err:  # a folder or file this user may not read, a dangling link, a folder named like a file
+        raise ParameterError(f"tokenizer path {str(path)!r} cannot be read ({type(err).__name__}: "
+                             f"{err.strerror or err}{': ' + str(err.filename) if err.filename else ''})") from None
     return path
 
 

@@ -1,0 +1,64 @@
+"""The tolerance check of trained numbers (redlib/book/numbers.py) on the committed smoke reference: a copy agrees,
+a number moved within the tolerance agrees, a number moved by 0.05 fails naming it, and so do changed labels."""
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from redlib.book.numbers import TOLERANCE, compare_page
+from redlib.core.runtime import project_root
+
+REFERENCE = project_root() / "tests" / "nbval" / "results"
+
+
+@pytest.fixture
+def copy(tmp_path):
+    dest = tmp_path / "mnist_label5"
+    shutil.copytree(REFERENCE / "mnist_label5", dest)
+    return dest
+
+
+def _move_table(folder, shift):
+    df = pd.read_csv(folder / "overall.csv")
+    df.loc[0, "accuracy"] += shift
+    df.to_csv(folder / "overall.csv", index=False)
+
+
+def _move_claim(folder, shift):
+    doc = json.loads((folder / "claims.json").read_text())
+    doc["claims"]["mn.red.acc"]["value"] += shift
+    (folder / "claims.json").write_text(json.dumps(doc))
+
+
+def test_every_page_has_a_reference_with_claims():
+    from redlib.book.pages import NOTEBOOKS
+
+    assert all((REFERENCE / name / "claims.json").exists() for name in NOTEBOOKS)
+
+
+def test_a_copy_agrees(copy):
+    assert compare_page(REFERENCE / "mnist_label5", copy) == []
+
+
+@pytest.mark.parametrize("move", [_move_table, _move_claim])
+def test_a_number_moved_within_the_tolerance_agrees(copy, move):
+    move(copy, TOLERANCE * 0.9)
+    assert compare_page(REFERENCE / "mnist_label5", copy) == []
+
+
+@pytest.mark.parametrize("move, where", [(_move_table, "overall.csv"), (_move_claim, "mn.red.acc.value")])
+def test_a_number_moved_by_five_hundredths_fails_naming_it(copy, move, where):
+    move(copy, 0.05)
+    diffs = compare_page(REFERENCE / "mnist_label5", copy)
+    assert len(diffs) == 1 and diffs[0].startswith(where), diffs
+
+
+def test_changed_labels_and_missing_tables_fail(copy):
+    df = pd.read_csv(copy / "overall.csv")
+    df.loc[0, "method"] = "another method"
+    df.to_csv(copy / "overall.csv", index=False)
+    (copy / "per_domain.csv").unlink()
+    diffs = compare_page(REFERENCE / "mnist_label5", copy)
+    assert any("overall.csv: rows" in d for d in diffs) and any("per_domain.csv is missing" in d for d in diffs)
