@@ -41,7 +41,7 @@ browser: $(STAMP)
 # nbval re-executes the committed smoke notebooks (tests/nbval/) and compares each cell marked
 # NBVAL_CHECK_OUTPUT with the output committed there, decimal numbers masked; tests/smoke then compares the smoke
 # run's numbers (results/smoke/) with the reference's (tests/nbval/results/) within a stated tolerance, and trains
-# the smoke MNIST and robustness pages again on the stock kernels to show that both kernel paths pass
+# the smoke MNIST and robustness pages again on the kernel path this CPU does not take, to show that both pass
 notebooks: $(STAMP)
 	$(PY) -m redlib book --profile smoke
 	$(PY) -m pytest -q -p no:cacheprovider --nbval-lax --nbval-sanitize-with tests/nbval_sanitize.cfg tests/nbval/*.ipynb

@@ -114,20 +114,21 @@ if bench and "prefix_cache" in bench:
 # ## The fp32 kernels and how close stage 1 comes to the cores' peak
 #
 # Each run picks its matrix-multiply kernels once, by what the CPU is, after checking a small product
-# against float64 (`redlib/core/kernels.py`): on every CPU with AVX-512, Intel or AMD, oneDNN's AVX-512
-# kernels, so both vendors run the same code (on AMD, torch's bundled MKL would take its AVX2 path, about
-# 1.7x slower); oneDNN is capped below AMX, whose units would compute in bf16, and a path that fails the
-# self-check is refused. The path taken is in every run's provenance. Stage 1's speed (the top two blocks
-# and the head, forward and backward, at the pipeline's batch) is set against a large fp32 matrix product
-# on the same threads, the most these cores reach in practice, and, where oneDNN runs, against the same
-# steps on the stock kernels in the same process:
+# against float64 (`redlib/core/kernels.py`): on AMD CPUs with AVX-512, torch's bundled MKL takes its
+# AVX2 path and oneDNN's AVX-512 kernels are faster at fp32 accuracy; on Intel CPUs MKL runs its own
+# AVX-512 path and stays. oneDNN is capped below AMX, whose units would compute in bf16, and a path that
+# fails the self-check is refused. The path taken is in every run's provenance. Stage 1's speed (the top
+# two blocks and the head, forward and backward, at the pipeline's batch) is set against a large fp32
+# matrix product on the same threads, the most these cores reach in practice, and against the same steps
+# on the path not taken, in the same process: the measurement behind the choice on this CPU.
 
 # %% tags=["hide-input"]
 show_measured("kernels", "The kernels have", lambda k: (pd.DataFrame([{
     "kernel path": k["matmul"]["path"], "why": k["matmul"]["why"], "threads": k["threads"],
     "CPU": k["matmul"]["vendor"], "stage 1 GFLOP/s": k["stage1_gflops"], "2048² product GFLOP/s": k["gemm_2048_gflops"],
     "stage 1 share": f"{k['stage1_share_of_gemm']:.0%}",
-    "stage 1 on stock kernels, GFLOP/s": k.get("stock_stage1_gflops"),
+    "path not taken": k.get("other_path", {}).get("path", "-"),
+    "stage 1 on it, GFLOP/s": k.get("other_path", {}).get("stage1_gflops"),
     "measured at": f"{k['git_commit'][:7]}, {k['measured_at'][:10]}"}]),
     "fp32 matmul kernels and stage 1's throughput (make bench --kernels)", None))
 

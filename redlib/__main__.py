@@ -197,7 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                 s1 = update_entry(out, "stage1_processes", stage1_processes)["stage1_processes"]
                 print(f"bench updated: {out / 'bench.json'} (kernels: {k['matmul']['path']}, stage 1 "
                       f"{k['stage1_gflops']:.0f} GFLOP/s"
-                      + (f" ({k['stage1_speedup_over_stock']:.2f}x the stock kernels)" if "stock_stage1_gflops" in k else "")
+                      + (f" ({k['other_path']['chosen_stage1_speedup']:.2f}x the {k['other_path']['path']} kernels)"
+                         if "other_path" in k else "")
                       + f", {k['stage1_share_of_gemm']:.0%} of a large product's; "
                       f"small stages on 1 thread per worker: {t['speedup_1_over_2']:.2f}x their speed on 2; "
                       f"Task 2 batches cut to their longest text: training {pad['train_speedup']:.2f}x, "

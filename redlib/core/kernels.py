@@ -1,16 +1,18 @@
-"""Which CPU kernels run fp32 matrix multiplies: one path on every x86 CPU with AVX-512, with a precision self-check.
+"""Which CPU kernels run fp32 matrix multiplies: chosen once per process by what the CPU is, with a precision self-check.
 
-The two vendors' default kernels sum in different orders: torch's bundled MKL takes its AVX2 path on AMD CPUs and
-its AVX-512 path on Intel CPUs, so a run trained on one vendor lands a last bit away from the other's, and small
-trained numbers (a smoke run's accuracies, a rate chosen between two close validation losses) move with it. So on
-every CPU with AVX-512 the matrix multiplies go through oneDNN's AVX-512 kernels
-(`torch.backends.mkldnn.matmul.fp32_precision`), the same code on Intel and AMD (not quite the same bits: oneDNN
-blocks its sums by the CPU's cache sizes) and about 1.7x MKL's AVX2 path on AMD. That flag also lets oneDNN compute in bf16 where the CPU has AMX units, so oneDNN's instruction set is capped
-below AMX (`ONEDNN_MAX_CPU_ISA`, set when redlib is imported, before oneDNN starts: see `redlib/__init__.py`), and
-the path is taken only after a small product agrees with float64 as closely as the stock kernels' does; otherwise
-the stock kernels stay. fp32 stays the arithmetic either way: only which kernels run it changes, and every process
-of a run (page kernel and workers) takes the same decision, so workers stay bit-identical to a serial run.
-`REDLIB_MATMUL=stock` forces the stock kernels; `fast` asks for the oneDNN path on any CPU (still behind the check).
+torch's bundled MKL takes its AVX2 path on AMD CPUs, so there the matrix multiplies are routed through oneDNN's
+AVX-512 kernels (`torch.backends.mkldnn.matmul.fp32_precision`), about 1.7x faster on stage 1. On Intel CPUs MKL
+runs its own AVX-512 path and stays: measured on a 2-core Intel Xeon (`make bench BENCH_ARGS=--kernels`), oneDNN's
+path ran stage 1 at about a third of MKL's speed. Taking one path on both vendors would not give them the same bits
+either (oneDNN blocks its sums by each CPU's cache sizes: the full MNIST page re-run on Intel on oneDNN still
+differed from the AMD publication in its last digits), so trained numbers are compared across machines within a
+tolerance (`redlib/book/numbers.py`), never bit for bit. The oneDNN flag also lets oneDNN compute in bf16 on CPUs
+with AMX units, so oneDNN's instruction set is capped below AMX (`ONEDNN_MAX_CPU_ISA`, set when redlib is imported,
+before oneDNN starts: see `redlib/__init__.py`), and the path is taken only after a small product agrees with
+float64 as closely as the stock kernels' does; otherwise the stock kernels stay. fp32 stays the arithmetic either
+way: only which kernels run it changes, and every process of a run (page kernel and workers) takes the same
+decision, so workers stay bit-identical to a serial run. `REDLIB_MATMUL=stock` forces the stock kernels; `fast`
+asks for the oneDNN path on any CPU (still behind the self-check).
 """
 
 from __future__ import annotations
@@ -69,9 +71,9 @@ def configure() -> dict[str, Any]:
     stock_err = _relative_error()
     record = {"path": "stock", "vendor": vendor, "isa": isa, "mode": wanted_mode, "onednn_isa_cap": cap,
               "stock_rel_error": stock_err}
-    wanted = wanted_mode == "fast" or (wanted_mode == "auto" and isa.startswith("AVX512"))
+    wanted = wanted_mode == "fast" or (wanted_mode == "auto" and vendor == "AuthenticAMD" and isa.startswith("AVX512"))
     if not wanted:
-        reason = "forced" if wanted_mode == "stock" else f"{isa}: oneDNN's AVX-512 path is not there"
+        reason = "forced" if wanted_mode == "stock" else f"{vendor}: MKL runs its own {isa} path"
         record["why"] = f"stock MKL kernels ({reason})"
         return record
     if not torch.backends.mkldnn.is_available():
