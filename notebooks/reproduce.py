@@ -64,7 +64,8 @@ cfg, results = pages.start("reproduce", globals())
 params = parameter_table()
 results.table("parameters", params)
 plots.styled(params.set_index(["notebook", "parameter"]), caption="Every notebook's parameters").set_table_styles(
-    [{"selector": "td, th", "props": "font-size: 0.8em; vertical-align: top"}])
+    [{"selector": "td, th", "props": "font-size: 0.8em; vertical-align: top"}]).set_properties(
+    subset=["default", "smoke value", "full value", "allowed"], **{"overflow-wrap": "anywhere"})  # long lists wrap
 
 # %% [markdown]
 # ## Expected CPU wall time

@@ -14,8 +14,8 @@ on a part of the test set (one domain or one range: a table with a domain or ran
 a list), where the smoke profile has about a hundred inputs and one kernel path's model gets a few more of them
 right than another's. Sized on the smoke profile under three kernel paths on one Intel Xeon (oneDNN AVX-512, MKL
 AVX-512, MKL and oneDNN on AVX2): the largest difference from the reference was 0.02 on a whole-test-set number
-and 0.03 on a per-domain one. Labels, row sets, booleans and words must match exactly. What a run measures of the machine
-(seconds, memory) is not compared.
+and 0.03 on a per-domain one. Labels, row sets, booleans and words must match exactly. What a run measures of the
+machine (seconds, memory) is not compared.
 """
 
 from __future__ import annotations
