@@ -31,12 +31,10 @@ class _Parser(argparse.ArgumentParser):
     """argparse whose usage errors are one line and exit 2, like every other rejection."""
 
     def error(self, message: str):
-        print(f"error: {message} (see `python -m redlib {self.prog.split()[-1]} --help`)"
-              if self.prog != PROG else f"error: {message} (see `python -m redlib --help`)", file=sys.stderr)
+        print(f"error: {message} (see `{self.prog} --help`)", file=sys.stderr)
         sys.exit(2)
 
 
-PROG = "python -m redlib"
 PARAMETER_FLAGS = ("-p", "--parameter")
 
 
@@ -56,7 +54,7 @@ def _take_parameters(argv: list[str]) -> tuple[list[str], list[tuple[str, str]]]
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = _Parser(prog=PROG, description="Run the RED companion's notebooks and build its book.")
+    ap = _Parser(prog="python -m redlib", description="Run the RED companion's notebooks and build its book.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="execute one notebook with papermill parameters")
     run.add_argument("notebook", help=f"one of: {', '.join(NOTEBOOKS)}")
@@ -128,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: -p NAME VALUE is a parameter of `run` and `export`, not of `{args.command}`", file=sys.stderr)
         return 2
     if args.command in ("run", "export"):
-        args.parameter = [*args.parameter, *pairs]
+        args.parameter = pairs  # argparse's own -p (kept for --help) never sees one: they were taken out above
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     signal.signal(signal.SIGTERM, _stop)
@@ -216,9 +214,7 @@ def main(argv: list[str] | None = None) -> int:
                                          "first, so no page's provenance reads +dirty) and an empty --cache folder")
                 for name in names:
                     config_for(name)  # an unknown name is a one-line error naming the notebooks
-                if cache is not None and cache.exists() and not cache.is_dir():
-                    raise ParameterError(f"--cache {cache} is a file: name an empty folder (or one to be made)")
-                if cache is not None:
+                if cache is not None:  # a file, an unwritable folder or one in the published book: one line each
                     runner.writable_folder(cache, "--cache")
                     runner.outside_published(cache, "--cache", "name an empty folder outside them")
                 if cache is not None and cache.exists() and any(cache.iterdir()):

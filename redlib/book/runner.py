@@ -122,8 +122,7 @@ def placement(notebook: str, params: dict[str, Any], output: str | None, publish
         outside_published(given, "results_dir", "name results (the published results, or results/smoke for the "
                           "smoke profile) or a folder outside results/ and book/")
     is_published = results == published_results
-    cfg = config_for(notebook).from_params(**params)
-    changed = cfg.non_default()
+    changed = cfg.non_default()  # where results go is not one of the parameters it compares
     published_page = cfg.profile == "full" and output is None
     if published_page and not is_published and not publish:
         raise ParameterError(

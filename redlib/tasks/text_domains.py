@@ -18,7 +18,7 @@ import torch
 from torch import Tensor
 
 from ..core.config import ParameterError
-from ..core.runtime import not_a_folder
+from ..core.runtime import not_a_folder, os_error_words, read_one_byte
 from ..models.backbone import EMBEDDED, embedded_path
 from ..models.moe import PAD  # encoded batches pad with the models' padding id; token ids start at 1
 
@@ -164,12 +164,9 @@ def tokenizer_path(name: str) -> Path:
         present = [path / f for f in files if (path / f).exists()]
         if not present:
             raise ParameterError(f"tokenizer path {str(path)!r} holds no tokenizer (needs one of {', '.join(files)})")
-        for f in present:  # readable files, not folders: checked before any kernel starts
-            with f.open("rb") as fh:
-                fh.read(1)
-    except OSError as err:  # a folder or file this user may not read, a dangling link, a folder named like a file
-        raise ParameterError(f"tokenizer path {str(path)!r} cannot be read ({type(err).__name__}: "
-                             f"{err.strerror or err}{': ' + str(err.filename) if err.filename else ''})") from None
+        read_one_byte(present)
+    except OSError as err:
+        raise ParameterError(f"tokenizer path {str(path)!r} cannot be read ({os_error_words(err)})") from None
     return path
 
 
