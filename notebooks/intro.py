@@ -45,12 +45,7 @@ display(HTML(ledger.summary_html(counts)))
 # `make test` runs the unit tests, every notebook on tiny sizes under nbval, and looks at every page of
 # the built book in a headless browser. Re-executing this book costs hours on a 2-core laptop; to look
 # first, `make html` builds the committed book as it is, and `make book PROFILE=smoke` re-executes every
-# notebook on tiny sizes. What each cost on the machine that ran `make bench`:
-
-# %% tags=["remove-input"]
-from redlib.bench.report import route_costs
-
-plots.styled(route_costs(), caption="The routes to this book and their cost", hide_index=True)
+# notebook on tiny sizes. What each route costs, measured, is on {doc}`speed_and_memory`.
 
 # %% [markdown]
 # One notebook re-runs with other parameters, e.g.
@@ -83,7 +78,7 @@ plots.red_diagram();
 # ## What this book reproduces
 #
 # Each part of the paper, the page that reproduces it, and how many of its claims the last runs
-# measured (and with what verdict); parts still to come say so.
+# measured (and with what verdict).
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT

@@ -36,7 +36,7 @@ from redlib.core.claims import listing
 from redlib.experiments import task2
 from redlib.experiments.ranges import METHOD_KEYS
 from redlib.experiments.robustness_report import mean_drop
-from redlib.experiments.heatmaps import PAPER_SIZES
+from redlib.experiments.routing_heatmaps import PAPER_SIZES
 
 cfg, results = pages.start("paper_vs_code", globals())
 t1 = read("task1_addition", cfg.profile, cfg.results_dir)

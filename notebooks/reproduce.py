@@ -54,11 +54,9 @@ results_dir = "results"  # where the notebooks wrote their results
 import pandas as pd
 from IPython.display import Markdown, display
 
-from redlib.bench import report
 from redlib.book import pages, plots
 from redlib.book.results import in_history, read
 from redlib.book.runner import parameter_table
-from redlib.core.runtime import resolve_path
 
 cfg, results = pages.start("reproduce", globals())
 params = parameter_table()
@@ -72,14 +70,12 @@ plots.styled(params.set_index(["notebook", "parameter"]), caption="Every noteboo
 #
 # From the provenance of the results this book shows: the wall time of each notebook's last run,
 # and how many of its trained stages that run computed rather than loaded from the cache (a run
-# that loaded everything is not a measure of training time). The last column is the cold time
-# `make bench` measured for the same profile, from an empty cache (see "Speed and memory").
+# that loaded everything is not a measure of training time). The cold time of each page, from an empty
+# stage cache, is on {doc}`speed_and_memory`.
 # The commit column says whether the code that ran is in this repository's history: a page run at a commit
 # that never landed (a session cut off before its CI passed) says so, and its numbers wait for a re-run.
 
 # %% tags=["hide-input"]
-bench = report.load(resolve_path(cfg.results_dir) / "bench" / "bench.json") or {}
-cold = bench.get("notebooks", {}).get(cfg.profile, {}).get("per_notebook", {})
 rows = []
 for name in pages.NOTEBOOKS:
     res = read(name, cfg.profile, cfg.results_dir)
@@ -90,10 +86,10 @@ for name in pages.NOTEBOOKS:
                      "stages loaded": st.get("loaded_from_cache"), "seeds": len(p["seeds"]),
                      "machine": f"{p['machine']['processor']}, {p['machine']['cpu_count']} CPUs",
                      "started": p["started_at"], "commit": p["git_commit"][:7],
-                     "in history": in_history(p["git_commit"]), "cold wall seconds (bench)": cold.get(name, {}).get("wall_seconds")})
+                     "in history": in_history(p["git_commit"])})
 walltimes = pd.DataFrame(rows)
 results.table("wall_times", walltimes)
-plots.styled(walltimes, precision=1, hide_index=True, caption="Each page's last run and its cold time")
+plots.styled(walltimes, precision=1, hide_index=True, caption="Each page's last run")
 
 # %% [markdown]
 # ## On a GPU, or with the paper's backbone

@@ -12,7 +12,7 @@
 # ---
 
 # %% [markdown]
-# # Routing analysis: do MoE routers find pretrained experts?
+# # Routing heatmaps: do MoE routers find pretrained experts?
 #
 # **The paper's question** (its three routing-analysis experiments, written up apart from the main
 # text): RED trains a router *after* the experts, on the domains they were trained for. Would a
@@ -77,8 +77,8 @@ from redlib.book import ledger, pages, plots, runner
 from redlib.book.glue import glue_values
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
-from redlib.experiments import heatmaps as ra
-from redlib.experiments import heatmaps_report as rr
+from redlib.experiments import routing_heatmaps as ra
+from redlib.experiments import routing_heatmaps_report as rr
 from redlib.tasks import text_domains as td
 
 store = Store()

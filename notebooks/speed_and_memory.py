@@ -114,7 +114,7 @@ if bench and "prefix_cache" in bench:
 # ## The fp32 kernels and how close stage 1 comes to the cores' peak
 #
 # Each run picks its matrix-multiply kernels once, by what the CPU is, after checking a small product
-# against float64 (`redlib/core/kernels.py`): on AMD CPUs with AVX-512, torch's bundled MKL takes its
+# against float64 (`redlib/speed/kernels.py`): on AMD CPUs with AVX-512, torch's bundled MKL takes its
 # AVX2 path and oneDNN's AVX-512 kernels are faster at fp32 accuracy; on Intel CPUs MKL runs its own
 # AVX-512 path and stays. oneDNN is capped below AMX, whose units would compute in bf16, and a path that
 # fails the self-check is refused. The path taken is in every run's provenance. Stage 1's speed (the top
@@ -133,9 +133,21 @@ show_measured("kernels", "The kernels have", lambda k: (pd.DataFrame([{
     "fp32 matmul kernels and stage 1's throughput (make bench --kernels)", None))
 
 # %% [markdown]
+# Where a stage-1 step's time goes, the part that is not the large matrix products in particular: one step
+# (the same blocks, batch and AdamW as the pipeline's) timed by phase, then under `torch.profiler`, whose
+# operators are grouped by what they do and counted by their own CPU time (the profiler adds its overhead;
+# the phases' wall times in the caption are measured without it).
+
+# %% tags=["hide-input"]
+show_measured("stage1_profile", "Stage 1's profile has", lambda p: (
+    report.profile_table(p),
+    "One stage-1 step, own CPU ms per operator group and phase (torch.profiler; wall ms without it: "
+    + ", ".join(f"{k} {v:.0f}" for k, v in p["phases_ms"].items()) + f"; {p['matmul']['path']} kernels)", None))
+
+# %% [markdown]
 # The small stages after stage 1 (experts, residuals, routers, gates, stage 4) take steps of 16 feature vectors:
 # too little work to share between threads, so the page's worker processes train them on one torch thread each
-# (`STAGE_THREADS` in `redlib/core/parallel.py`), in the page's own process as well, since another thread count can
+# (`STAGE_THREADS` in `redlib/speed/parallel.py`), in the page's own process as well, since another thread count can
 # round a sum differently. The measurement behind that choice: a residual's training steps per second, summed
 # over two processes training side by side as the workers do:
 
@@ -197,6 +209,14 @@ if bench and "features_cache" in bench and "throughput" in bench:
                      f"hold {tp['params']['red_residuals_and_router']:,} parameters against the backbone's "
                      f"{tp['params']['backbone']:,} and the MoE's experts and router {tp['params']['moe_experts_and_router']:,}."))
     display(plots.styled(thr, hide_index=True, caption="Inference throughput per method"))
+
+# %% [markdown]
+# ## The routes to this book
+#
+# The README's commands and what each cost on the machine that ran `make bench` (the intro points here):
+
+# %% tags=["hide-input"]
+plots.styled(report.route_costs(path), caption="The routes to this book and their cost", hide_index=True)
 
 # %% [markdown]
 # ## Notebooks, cold

@@ -78,10 +78,9 @@ paper_lrs_beside = True  # also run every routing over op experts trained at the
 # %% tags=["hide-input", "remove-stderr"]
 from IPython.display import Markdown, display
 
-from redlib.book import ledger, pages, plots, runner
-from redlib.book.glue import glue_values
+from redlib.book import pages, plots, runner
 from redlib.core.store import Store
-from redlib.experiments import decomposition, range_tables, ranges
+from redlib.experiments import decomposition, range_page, range_tables
 
 store = Store()
 cfg, results, bb = pages.start_range_task("step_decomposition", globals(), store)
@@ -90,13 +89,9 @@ cfg, results, bb = pages.start_range_task("step_decomposition", globals(), store
 # %% tags=["remove-input", "hide-output"]
 runner.parameters_shown(cfg)
 # %% tags=["hide-input", "remove-stderr"]
-tables = []
-choice = decomposition.choose(cfg, bb, store)  # every op-expert stage kind's learning rate, on the first seed's validation loss
-for st, s in ranges.every_run(cfg, "decomposition"):
-    tables.append(decomposition.run(cfg, s, st, bb, store, choice.lrs))
-t = ranges.stack(tables) | {"lr_selection": choice.table}
-for name, df in t.items():
-    results.table(name, df)
+# every op-expert stage kind's learning rate first, on the first seed's validation loss; then every seed and setting
+t = range_page.run_decomposition(cfg, bb, store)
+results.tables.update(t)  # written as CSV files by pages.end
 
 # %% [markdown]
 # ## The op experts on single steps
@@ -167,11 +162,10 @@ plots.styled(ex[(ex["seed"] == cfg.seed) & (ex["run"] == main)].drop(columns=["s
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-results.record(decomposition.claims(cfg, t))
-ledger.styled(ledger.page_table(results.claims))
+pages.claims_table(results, decomposition.claims(cfg, t))
 
 # %% tags=["remove-cell"]
-glue_values(decomposition.found(cfg, t, ledger.verdicts(results.claims)))
+pages.glue_found(results, decomposition.found, cfg, t)
 
 # %% [markdown]
 # ## What we found
@@ -204,5 +198,4 @@ glue_values(decomposition.found(cfg, t, ledger.verdicts(results.claims)))
 #   numbers in the claims' extension columns.
 
 # %% tags=["hide-input"]
-results.finish()
-display(Markdown(results.provenance_markdown()))
+pages.end(results)

@@ -75,12 +75,11 @@ n_templates = 1  # question templates used (1: "What is a plus b?" only; up to 5
 
 # %% tags=["hide-input", "remove-stderr"]
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import display
 
-from redlib.book import ledger, pages, plots, runner
-from redlib.book.glue import glue_values
+from redlib.book import pages, plots, runner
 from redlib.core.store import Store
-from redlib.experiments import range_tables, ranges, stage1_runs, task1
+from redlib.experiments import range_page, range_tables, ranges, task1
 
 store = Store()
 cfg, results, bb = pages.start_range_task("task1_addition", globals(), store)
@@ -129,19 +128,10 @@ plots.styled(task1.tokenization(bb), hide_index=True, caption="How the backbone'
 # "stage 1 at paper lr").
 
 # %% tags=["hide-input", "remove-stderr"]
-# every stage kind's learning rate, on the first seed's validation loss; the page's stage-1 runs train side by
-# side first (worker processes, the same bits), and the loop below loads them
-choice = stage1_runs.choose(cfg, bb, store)
-tables, cases, first = [], [], None
-for st, s in ranges.every_run(cfg, "Task 1"):
-    run = ranges.run(cfg, s, st, bb, store, ranges.lrs_for(choice, st))
-    tables.append(ranges.evaluate(run))
-    cases.append(task1.case_study(run, bb))  # right after the run: bb holds this run's trained blocks
-    first = first or run
-t = ranges.stack(tables)
-t |= {"case_study": pd.concat(cases), "parameter_cost": task1.cost(bb, cfg)} | ranges.selection_tables(choice)
-for name, df in t.items():
-    results.table(name, df)
+# every stage kind's learning rate first, on the first seed's validation loss; then every seed and setting
+t, first = range_page.run_all(cfg, bb, store, "Task 1", lambda run: task1.evaluate(run, bb),
+                              extra={"parameter_cost": task1.cost(bb, cfg)})
+results.tables.update(t)  # written as CSV files by pages.end
 
 # %% [markdown]
 # ## Overall accuracy and macro-F1
@@ -228,8 +218,7 @@ plots.confusions(ranges.confusions(first, t["overall"]), "predicted sum", "true 
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-results.record(task1.claims(cfg, t))
-ledger.styled(ledger.page_table(results.claims))
+pages.claims_table(results, task1.claims(cfg, t))
 
 # %% [markdown]
 # ## Parameter cost
@@ -250,8 +239,7 @@ plots.styled(t["parameter_cost"], precision=4, hide_index=True, caption="Paramet
 plots.training_tables(t)
 
 # %% tags=["remove-cell"]
-glue_values(task1.found(cfg, t, ledger.verdicts(results.claims)))
-glue_values({"t1_stage1_verdicts": ledger.verdicts_beside(results.claims, cfg.stage1_description())})
+pages.glue_found(results, task1.found, cfg, t, beside="t1")
 
 # %% [markdown]
 # ## What we found
@@ -296,5 +284,4 @@ glue_values({"t1_stage1_verdicts": ledger.verdicts_beside(results.claims, cfg.st
 #   with tolerance {glue:text}`t1_value_tol`, backbone {glue:text}`t1_backbone`), {glue:text}`t1_tally`.
 
 # %% tags=["hide-input"]
-results.finish()
-display(Markdown(results.provenance_markdown()))
+pages.end(results)

@@ -62,12 +62,11 @@ n_phrasings = 4  # phrasings used: "What is ...?", bare, "Compute ..., then ..."
 
 # %% tags=["hide-input", "remove-stderr"]
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import display
 
-from redlib.book import ledger, pages, plots, runner
-from redlib.book.glue import glue_values
+from redlib.book import pages, plots, runner
 from redlib.core.store import Store
-from redlib.experiments import range_tables, ranges, stage1_runs, task2
+from redlib.experiments import range_page, range_tables, ranges, task2
 
 store = Store()
 cfg, results, bb = pages.start_range_task("task2_mixed", globals(), store)
@@ -98,24 +97,15 @@ plots.styled(task2.data_table(cfg), hide_index=True, caption="The data per setti
 # The pipeline is Task 1's (`redlib/red/pipeline.py`), handed Task 2's expressions: the backbone
 # stage and global head on 10% of train, the range experts (classifier experts, RED residuals, the
 # code's logit experts), the router on range labels, the MoE's own gate, and RED stage 4.
-# Each stage kind's learning rate, stage 1's included, is chosen first, on the first seed's
-# validation loss, from one grid that is the same for every method (the table under "Epochs and time").
-# Beside the claims' setting, on the same seeds, one extension keeps stage 1 at the paper's rate and
-# chooses every other kind on it by the same rule (`stage1_paper_beside`; its runs are labelled
-# "stage 1 at paper lr").
+# Learning rates follow {doc}`Task 1 <task1_addition>`'s rule: each stage kind, stage 1's included, at
+# the rate of one grid (the same for every method) with the lowest validation loss on the first seed;
+# the choice is tabled under "Epochs and time per stage". The extension runs labelled "stage 1 at
+# paper lr" keep stage 1 at the paper's rate and choose the rest on it (`stage1_paper_beside`).
 
 # %% tags=["hide-input", "remove-stderr"]
-tables, first = [], None
-# every stage kind's learning rate, on the first seed's validation loss; the page's stage-1 runs train side by
-# side first (worker processes, the same bits), and the loop below loads them
-choice = stage1_runs.choose(cfg, bb, store)
-for st, s in ranges.every_run(cfg, "Task 2"):
-    run = ranges.run(cfg, s, st, bb, store, ranges.lrs_for(choice, st))
-    tables.append(task2.evaluate(run))
-    first = first or run
-t = ranges.stack(tables) | ranges.selection_tables(choice)
-for name, df in t.items():
-    results.table(name, df)
+# every stage kind's learning rate first, on the first seed's validation loss; then every seed and setting
+t, first = range_page.run_all(cfg, bb, store, "Task 2", task2.evaluate)
+results.tables.update(t)  # written as CSV files by pages.end
 
 # %% [markdown]
 # ## Overall accuracy and macro-F1
@@ -178,8 +168,7 @@ plots.confusions(ranges.confusions(first, t["overall"]), "predicted answer", "tr
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-results.record(task2.claims(cfg, t))
-ledger.styled(ledger.page_table(results.claims))
+pages.claims_table(results, task2.claims(cfg, t))
 
 # %% [markdown]
 # ## Epochs and time per stage
@@ -188,8 +177,7 @@ ledger.styled(ledger.page_table(results.claims))
 plots.training_tables(t)
 
 # %% tags=["remove-cell"]
-glue_values(task2.found(cfg, t, ledger.verdicts(results.claims)))
-glue_values({"t2_stage1_verdicts": ledger.verdicts_beside(results.claims, cfg.stage1_description())})
+pages.glue_found(results, task2.found, cfg, t, beside="t2")
 
 # %% [markdown]
 # ## What we found
@@ -210,23 +198,14 @@ glue_values({"t2_stage1_verdicts": ledger.verdicts_beside(results.claims, cfg.st
 # - Our extensions (outside the paper's protocol): {glue:text}`t2_extensions`.
 # - Digit-spaced numbers (`number_format='digits'` or `digits_variant_on`) give the embedded backbone one
 #   token per digit, as Qwen3 has; settings run with them here: {glue:text}`t2_digit_settings`.
-# - Learning rates: each stage kind (stage 1, experts, residuals, routers, gates, stage 4, heads) was trained on the
-#   first seed at every rate of one grid ({glue:text}`t2_lr_grid`), the same grid for every method, and keeps
-#   the rate with the lowest validation loss: {glue:text}`t2_lrs` (the table under "Epochs and time"; the
-#   paper's 1e-4 for every stage is `head_lr_grid="none"`).
-#   Kinds whose choice is still the largest rate tried after the steps up, where a larger one might do better:
-#   {glue:text}`t2_lr_edge`.
-# - Stage 1 at the paper's rate, beside the chosen one (an extension, `stage1_paper_beside`):
-#   {glue:text}`t2_stage1_beside`. Stage 1 is chosen on its own validation loss, the global head's; the
-#   experts and the router train on its features afterwards, so a lower stage-1 loss need not give them
-#   better features. The claims are judged on the chosen stage 1, as on every stage kind; with stage 1 at
-#   the paper's rate these verdicts read otherwise (the ledger's rule, ours → beside):
-#   {glue:text}`t2_stage1_verdicts`.
-# - Stages still improving at their cap even so: {glue:text}`t2_capped`. A verdict resting on such a stage is
-#   about our training budget, not about RED.
+# - Learning rates (Task 1's rule, grid {glue:text}`t2_lr_grid`): {glue:text}`t2_lrs`; still the largest
+#   rate tried: {glue:text}`t2_lr_edge`.
+# - With stage 1 at the paper's rate instead (an extension): {glue:text}`t2_stage1_beside`; the verdicts
+#   that read otherwise then (ours → beside): {glue:text}`t2_stage1_verdicts`.
+# - Stages still improving at their cap: {glue:text}`t2_capped`; a verdict resting on one is about our
+#   training budget, not about RED.
 # - The {glue:text}`t2_n_claims` claims measured on this page, under the paper's protocol (value claims
 #   with tolerance {glue:text}`t2_value_tol`, backbone {glue:text}`t2_backbone`), {glue:text}`t2_tally`.
 
 # %% tags=["hide-input"]
-results.finish()
-display(Markdown(results.provenance_markdown()))
+pages.end(results)

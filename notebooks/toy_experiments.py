@@ -47,9 +47,9 @@ from IPython.display import Markdown, display
 
 from redlib.book import ledger, pages, plots, runner
 from redlib.book.glue import glue_values
-from redlib.core.parallel import worker_count
 from redlib.core.store import Store
 from redlib.experiments import toy
+from redlib.speed.parallel import worker_count
 
 store = Store()
 cfg, results = pages.start("toy_experiments", globals(), store)

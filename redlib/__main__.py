@@ -20,7 +20,7 @@ def _set_workers(n: int | None) -> None:
     """Hand `--workers` to the notebook kernels (they inherit the environment); one-line error when out of range."""
     if n is None:
         return
-    from .core.parallel import MAX_WORKERS
+    from .speed.parallel import MAX_WORKERS
 
     if not 1 <= n <= MAX_WORKERS:
         raise ParameterError(f"--workers must be in [1, {MAX_WORKERS}], got {n}")
@@ -57,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
     ap = _Parser(prog="python -m redlib", description="Run the RED companion's notebooks and build its book.")
     sub = ap.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="execute one notebook with papermill parameters")
+    run.set_defaults(func=_run)
     run.add_argument("notebook", help=f"one of: {', '.join(NOTEBOOKS)}")
     run.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                      help="a notebook parameter (repeatable), e.g. -p seed 3 -p profile full")
@@ -66,18 +67,22 @@ def _parser() -> argparse.ArgumentParser:
                      help="let a full-profile run with non-default parameters replace the published page")
     run.add_argument("--workers", type=int, default=None, help=WORKERS_HELP)
     book = sub.add_parser("book", help="execute every notebook with a profile and build the HTML book (strict)")
+    book.set_defaults(func=_book)
     book.add_argument("--profile", default="full", help=f"one of: {', '.join(PROFILES)} (default full)")
     book.add_argument("--no-execute", action="store_true", help="build from the already executed notebooks")
     book.add_argument("--workers", type=int, default=None, help=WORKERS_HELP)
     params = sub.add_parser("params", help="list every notebook's parameters with their defaults")
+    params.set_defaults(func=_params)
     params.add_argument("--write", action="store_true",
                         help="rewrite each notebook's parameters cell from its config (where parameters are declared)")
     export = sub.add_parser("export", help="write a Task 1 split as JSONL (question, answer, operands, range)")
+    export.set_defaults(func=_export)
     export.add_argument("part", choices=["train", "val", "test"], help="which part of the split")
     export.add_argument("--out", required=True, help="the JSONL file to write")
     export.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="a task1_addition parameter (seed, split, dataset_size, operand_min, ...)")
     bench = sub.add_parser("bench", help="measure the pipeline's speed and memory (results/bench/bench.json)")
+    bench.set_defaults(func=_bench)
     bench.add_argument("--smoke", action="store_true", help="tiny sizes and one repetition: checks that the bench runs")
     bench.add_argument("--out", default=None, help="output folder (default results/bench, or results/bench/smoke)")
     bench.add_argument("--profiles", default=None,
@@ -114,6 +119,98 @@ def _stop(signum: int, _frame) -> None:
     raise Stopped(signal.Signals(signum).name)
 
 
+def _check_run_options(args: argparse.Namespace) -> None:
+    """`run` and `book`: the worker count (`-p workers N` is accepted as the run option it is) and the stage cache."""
+    if args.command == "run":
+        given = [v for n, v in args.parameter if n == "workers"]
+        args.parameter = [(n, v) for n, v in args.parameter if n != "workers"]
+        if given and args.workers is None:
+            if not given[-1].isdigit():
+                raise ParameterError(f"workers must be a positive integer, got {given[-1]!r}")
+            args.workers = int(given[-1])
+    _set_workers(args.workers)
+    from .book import runner
+    from .core.runtime import cache_dir
+
+    runner.writable_folder(cache_dir(), "the stage cache (REDLIB_CACHE)")
+    runner.outside_published(cache_dir(), "the stage cache (REDLIB_CACHE)", "name a folder outside them")
+
+
+def _run(args: argparse.Namespace) -> None:
+    """`run`: one notebook with its parameters, where `--output` says (or where the book picks it up)."""
+    from .book import runner
+
+    _check_run_options(args)
+    params = runner.placement(args.notebook, runner.parse_params(args.notebook, args.parameter), args.output,
+                              args.publish)
+    runner.execute(args.notebook, params, args.output, progress=args.progress)
+
+
+def _book(args: argparse.Namespace) -> None:
+    """`book`: every notebook with a profile (or none, with --no-execute), then the strict HTML build."""
+    from .book import runner
+
+    _check_run_options(args)
+    runner.stage_dir(args.profile)  # validates the profile before anything runs
+    if not args.no_execute:
+        from .bench.report import cold_line
+
+        lines = runner.plan_lines(args.profile)
+        print("\n".join([*lines[:2], cold_line(args.profile), *lines[2:]]), file=sys.stderr)
+    index = runner.build_book(args.profile, execute_notebooks=not args.no_execute, progress=args.progress)
+    print(f"book built: {index}")
+
+
+def _export(args: argparse.Namespace) -> None:
+    """`export`: one part of a Task 1 split as JSONL."""
+    from .book import runner
+    from .experiments.task1 import Task1Config, spec_for
+    from .tasks.arithmetic import make_task1, to_jsonl
+
+    cfg = Task1Config.from_params(**runner.parse_params("task1_addition", args.parameter))
+    runner.outside_published(runner.check_file(args.out, ".jsonl", "--out"), "--out", "write the split elsewhere")
+    path = to_jsonl(make_task1(spec_for(cfg, cfg.seed, cfg.settings[0]))[args.part], args.out)
+    print(f"wrote {path}")
+
+
+def _params(args: argparse.Namespace) -> None:
+    """`params`: every notebook's parameters and defaults, or (--write) each parameters cell rewritten."""
+    if args.write:
+        from .book.runner import write_parameters_cells
+
+        changed = write_parameters_cells()
+        print(f"parameters cells rewritten: {', '.join(changed) or 'none (all follow their configs)'}")
+        return
+    from .book.pages import config_for
+
+    for name in NOTEBOOKS:
+        cls = config_for(name)
+        print(f"{name}: " + ", ".join(f"{f}={getattr(cls, f)!r}" for f in cls.param_names()))
+
+
+def _bench(args: argparse.Namespace) -> None:
+    """`bench`: the whole bench, or one part of it (--test-command, --kernels, --notebooks / --publish)."""
+    from .bench import cli
+
+    cli.main(args)
+
+
+def _stopped(err: KeyboardInterrupt) -> int:
+    """After Ctrl-C or SIGTERM: the kernel and its workers are gone; say what is kept; exit 130 or 143."""
+    import logging
+    import time
+
+    from .core.store import remove_orphaned_temporaries
+
+    logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # the interrupted cell's task, reported at exit
+    time.sleep(1.0)  # orphaned workers notice within half a second that their page is gone
+    remove_orphaned_temporaries()
+    how = str(err) or "SIGINT"
+    print(f"stopped ({how}): the notebook kernel and its workers were shut down; stages finished before the stop "
+          "stay in the stage cache and the published pages and results are unchanged", file=sys.stderr)
+    return 143 if how == "SIGTERM" else 130
+
+
 def main(argv: list[str] | None = None) -> int:
     """Entry point; bad input exits 2 with a one-line message, a failed run exits 1, a stopped run 130 or 143."""
     try:
@@ -132,116 +229,9 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _stop)
     from .core.train import progress_enabled
 
-    progress = progress_enabled()
-    from .book import runner
-
+    args.progress = progress_enabled()
     try:
-        if args.command in ("run", "book"):
-            if args.command == "run":  # `-p workers N` is accepted as the run option it is
-                given = [v for n, v in args.parameter if n == "workers"]
-                args.parameter = [(n, v) for n, v in args.parameter if n != "workers"]
-                if given and args.workers is None:
-                    if not given[-1].isdigit():
-                        raise ParameterError(f"workers must be a positive integer, got {given[-1]!r}")
-                    args.workers = int(given[-1])
-            _set_workers(args.workers)
-            from .core.runtime import cache_dir
-
-            runner.writable_folder(cache_dir(), "the stage cache (REDLIB_CACHE)")
-            runner.outside_published(cache_dir(), "the stage cache (REDLIB_CACHE)", "name a folder outside them")
-        if args.command == "run":
-            params = runner.placement(args.notebook, runner.parse_params(args.notebook, args.parameter), args.output,
-                                      args.publish)
-            runner.execute(args.notebook, params, args.output, progress=progress)
-        elif args.command == "book":
-            runner.stage_dir(args.profile)  # validates the profile before anything runs
-            index = runner.build_book(args.profile, execute_notebooks=not args.no_execute, progress=progress)
-            print(f"book built: {index}")
-        elif args.command == "export":
-            from .experiments.task1 import Task1Config, spec_for
-            from .tasks.arithmetic import make_task1, to_jsonl
-
-            cfg = Task1Config.from_params(**runner.parse_params("task1_addition", args.parameter))
-            runner.outside_published(runner.check_file(args.out, ".jsonl", "--out"), "--out",
-                                     "write the split elsewhere")
-            path = to_jsonl(make_task1(spec_for(cfg, cfg.seed, cfg.settings[0]))[args.part], args.out)
-            print(f"wrote {path}")
-        elif args.command == "bench":
-            from pathlib import Path
-
-            from .bench.run import run_bench
-            from .core.runtime import resolve_path
-
-            out = Path(args.out) if args.out else resolve_path("results/bench" + ("/smoke" if args.smoke else ""))
-            profiles = args.profiles.split(",") if args.profiles else None
-            for p in profiles or []:
-                runner.stage_dir(p)  # validates each profile name before anything runs
-            if args.test_command:
-                import tempfile
-
-                from .bench.run import smoke_test_command, update_entry
-
-                with tempfile.TemporaryDirectory() as tmp:
-                    t = update_entry(out, "smoke_test_command", lambda: smoke_test_command(Path(tmp)))
-                minutes = t["smoke_test_command"]["total_seconds"] / 60
-                print(f"bench updated: {out / 'bench.json'} (make test: {minutes:.1f} min)")
-            elif args.kernels:
-                from .bench.micro import kernel_throughput, stage1_processes, stage_threads, text_padding
-                from .bench.run import update_entry
-
-                k = update_entry(out, "kernels", kernel_throughput)["kernels"]
-                t = update_entry(out, "stage_threads", stage_threads)["stage_threads"]
-                pad = update_entry(out, "text_padding", text_padding)["text_padding"]
-                s1 = update_entry(out, "stage1_processes", stage1_processes)["stage1_processes"]
-                print(f"bench updated: {out / 'bench.json'} (kernels: {k['matmul']['path']}, stage 1 "
-                      f"{k['stage1_gflops']:.0f} GFLOP/s"
-                      + (f" ({k['other_path']['chosen_stage1_speedup']:.2f}x the {k['other_path']['path']} kernels)"
-                         if "other_path" in k else "")
-                      + f", {k['stage1_share_of_gemm']:.0%} of a large product's; "
-                      f"small stages on 1 thread per worker: {t['speedup_1_over_2']:.2f}x their speed on 2; "
-                      f"Task 2 batches cut to their longest text: training {pad['train_speedup']:.2f}x, "
-                      f"validation {pad['validate_speedup']:.2f}x; stage 1 in two one-thread processes side by side: "
-                      f"{s1['speedup_side_by_side']:.2f}x one two-thread process)")
-            elif args.notebooks or args.publish:
-                from .bench.run import update_pages
-                from .book.pages import config_for
-                from .book.results import git_commit
-
-                names = args.notebooks.split(",") if args.notebooks else list(NOTEBOOKS)
-                cache = Path(args.cache) if args.cache else None
-                if args.publish and (cache is None or git_commit().endswith("+dirty")):
-                    raise ParameterError("--publish re-publishes the pages it times: it needs a clean tree (commit "
-                                         "first, so no page's provenance reads +dirty) and an empty --cache folder")
-                for name in names:
-                    config_for(name)  # an unknown name is a one-line error naming the notebooks
-                if cache is not None:  # a file, an unwritable folder or one in the published book: one line each
-                    runner.writable_folder(cache, "--cache")
-                    runner.outside_published(cache, "--cache", "name an empty folder outside them")
-                if cache is not None and cache.exists() and any(cache.iterdir()):
-                    raise ParameterError(f"--cache {cache} is not empty: a cold measurement needs an empty folder")
-                warm = Path(args.warm_from) if args.warm_from else None
-                if warm is not None and not warm.is_dir():
-                    raise ParameterError(f"--warm-from {warm} is not a folder (a stage cache, e.g. ./cache)")
-                for p in profiles or ["full"]:
-                    update_pages(out, p, names, cache, warm, publish=args.publish)
-                print(f"bench updated: {out / 'bench.json'} ({', '.join(names)})")
-            else:
-                if args.cache or args.warm_from:
-                    raise ParameterError("--cache and --warm-from need --notebooks (the whole bench times in fresh "
-                                         "temporary folders)")
-                report = run_bench(out, smoke=args.smoke, profiles=profiles)
-                print(f"bench written: {out / 'bench.json'} ({report['bench_seconds']:.0f} s)")
-        elif args.command == "params" and args.write:
-            from .book.runner import write_parameters_cells
-
-            changed = write_parameters_cells()
-            print(f"parameters cells rewritten: {', '.join(changed) or 'none (all follow their configs)'}")
-        elif args.command == "params":
-            from .book.pages import config_for
-
-            for name in NOTEBOOKS:
-                cls = config_for(name)
-                print(f"{name}: " + ", ".join(f"{f}={getattr(cls, f)!r}" for f in cls.param_names()))
+        args.func(args)
     except (ParameterError, FileNotFoundError, ResultFileError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -249,18 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 1
     except KeyboardInterrupt as err:
-        import logging
-        import time
-
-        from .core.store import remove_orphaned_temporaries
-
-        logging.getLogger("asyncio").setLevel(logging.CRITICAL)  # the interrupted cell's task, reported at exit
-        time.sleep(1.0)  # orphaned workers notice within half a second that their page is gone
-        remove_orphaned_temporaries()
-        how = str(err) or "SIGINT"
-        print(f"stopped ({how}): the notebook kernel and its workers were shut down; stages finished before the stop "
-              "stay in the stage cache and the published pages and results are unchanged", file=sys.stderr)
-        return 143 if how == "SIGTERM" else 130
+        return _stopped(err)
     return 0
 
 

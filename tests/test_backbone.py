@@ -106,7 +106,7 @@ def test_text_batches_are_cut_to_their_longest_text_and_the_features_keep_item_o
 
 def test_fp32_matmul_kernels_are_chosen_once_and_never_lower_precision():
     """The kernel choice is recorded with its reason, and whatever path it took multiplies at fp32 accuracy."""
-    from redlib.core import kernels
+    from redlib.speed import kernels
 
     rec = kernels.configure()
     assert rec["path"] in ("stock", "onednn") and rec["why"] and kernels.configure() is rec
@@ -126,7 +126,7 @@ def test_the_kernel_path_follows_the_cpu_and_never_computes_in_bf16(mode):
 
     env = {k: v for k, v in os.environ.items() if k not in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA")}
     env["REDLIB_MATMUL"] = mode
-    code = "import json; from redlib.core import kernels; print(json.dumps(kernels.configure()))"
+    code = "import json; from redlib.speed import kernels; print(json.dumps(kernels.configure()))"
     rec = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                     check=True).stdout)
     from redlib import ONEDNN_ISA_CAP
@@ -138,6 +138,6 @@ def test_the_kernel_path_follows_the_cpu_and_never_computes_in_bf16(mode):
     else:
         assert rec["path"] == "onednn" or "refused" in rec["why"], rec
     if rec["path"] == "onednn":
-        from redlib.core.kernels import TOLERANCE_FACTOR
+        from redlib.speed.kernels import TOLERANCE_FACTOR
 
         assert rec["fast_rel_error"] <= TOLERANCE_FACTOR * max(rec["stock_rel_error"], 1e-7)

@@ -33,6 +33,11 @@ def test_bench_smoke_mode_writes_a_complete_report(tmp_path):
     assert [(r["processes"], r["threads each"]) for r in s1["per_layout"]] == [(1, 2), (2, 1), (2, 2)]
     assert all(r["median"] > 0 for r in s1["per_layout"]) and s1["speedup_side_by_side"] > 0
     assert s1["speedup_side_by_side_page_threads"] > 0
+    prof = saved["stage1_profile"]
+    assert set(prof["phases_ms"]) == {"forward", "backward", "optimiser step"} and min(prof["phases_ms"].values()) > 0
+    groups = bench_report.profile_table(prof).set_index("group")
+    assert groups.loc["large matrix products", "forward"] > 0 and groups.loc["large matrix products", "backward"] > 0
+    assert groups.loc["optimiser (AdamW's element-wise updates)", "optimiser step"] > 0
     assert not (tmp_path / "history.jsonl").exists()  # smoke runs stay out of the history of runs
     append_history(report, tmp_path)
     append_history(report, tmp_path)

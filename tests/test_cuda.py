@@ -9,7 +9,7 @@ import torch
 
 from redlib.core.store import Store, state_equal
 from redlib.experiments import decomposition as dec
-from redlib.experiments import heatmaps as ra
+from redlib.experiments import routing_heatmaps as ra
 from redlib.experiments import mnist, ranges, task1
 from redlib.experiments.ranges import Setting
 from redlib.models.backbone import Backbone
@@ -19,9 +19,9 @@ from redlib.tasks import text_domains as td
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
-def tiny_routing(**kw) -> ra.RoutingConfig:
+def tiny_routing(**kw) -> ra.RoutingHeatmapsConfig:
     """The routing page's config on tiny sizes, on the GPU."""
-    return ra.RoutingConfig.from_params(**{**dict(profile="smoke", n_seeds=1, eval_samples=6, code_samples=12,
+    return ra.RoutingHeatmapsConfig.from_params(**{**dict(profile="smoke", n_seeds=1, eval_samples=6, code_samples=12,
                                                   domain_pretrain_samples=8, domain_moe_samples=12, code_d_model=16,
                                                   domain_d_model=16, code_heads=2, domain_heads=2, code_ff=32,
                                                   domain_ff=32, device="cuda"), **kw})

@@ -3,7 +3,6 @@ import json
 import pytest
 
 from redlib.book import ledger
-from redlib.book.pages import Planned
 from redlib.core.claims import load_claims
 
 
@@ -72,15 +71,10 @@ def test_links_point_to_the_claims_section():
     assert ledger.link("toy_experiments") == "toy_experiments.html#toy-claims"
 
 
-def test_status_names_each_page_and_what_planned_parts_already_have(fake_results, monkeypatch):
-    # a part of the paper without a page: the routing analysis, as it was before its page
-    monkeypatch.setattr(ledger, "PAGES", [p for p in ledger.PAGES if p.name != "routing_heatmaps"])
-    monkeypatch.setattr(ledger, "PLANNED", [Planned("a part not yet reproduced", ("routing_analysis",))])
+def test_status_names_each_page_and_counts_its_claims(fake_results):
     status = ledger.status(ledger.collect(fake_results)).set_index("paper")
     toy = status.loc["toy experiments A-C (linear, MLP, residual experts)"]
     assert toy["page"] == "{doc}`toy_experiments`" and toy["measured"] == 3 and toy["hold"] == 1
-    planned = status.loc["a part not yet reproduced"]
-    assert planned["page"] == "not yet in this book" and planned["measured"] == 0
     assert status.loc["research code: MNIST label-pair five-domain benchmark", "page"] == "{doc}`mnist_label5`"
     assert status.loc["4.2.2, 4.7 arithmetic Task 2 end to end", "page"] == "{doc}`task2_mixed`"
     assert status["claims"].sum() == len(load_claims())

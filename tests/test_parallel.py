@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from redlib.core.parallel import map_pieces
+from redlib.speed.parallel import map_pieces
 from redlib.core.store import Store
 
 

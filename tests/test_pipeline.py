@@ -195,7 +195,7 @@ def test_small_stages_trained_in_worker_processes_match_a_serial_run_bit_for_bit
 def test_small_stages_train_on_the_stage_thread_count_in_the_page_as_in_a_worker(tmp_path, monkeypatch):
     """A serial run trains every small stage on parallel.STAGE_THREADS threads, as a worker does (another count can
     train other bits), and gives the page its own thread count back; the count is in each stage's cache key."""
-    from redlib.core import parallel
+    from redlib.speed import parallel
     from redlib.red import stages
 
     seen: list[int] = []

@@ -9,8 +9,8 @@ import torch
 
 from redlib.core.config import ParameterError
 from redlib.core.store import Store, state_equal
-from redlib.experiments import heatmaps as ra
-from redlib.experiments import heatmaps_report as rr
+from redlib.experiments import routing_heatmaps as ra
+from redlib.experiments import routing_heatmaps_report as rr
 from redlib.models.moe import PAD, GatedMoE, LMShape, MLPClassifier, TokenMoE, lm_loss
 from redlib.tasks import text_domains as td
 
@@ -20,11 +20,11 @@ def tok():
     return td.load_tokenizer("embedded")
 
 
-def tiny(**kw) -> ra.RoutingConfig:
+def tiny(**kw) -> ra.RoutingHeatmapsConfig:
     base = dict(profile="smoke", n_seeds=1, eval_samples=6, code_samples=12, domain_pretrain_samples=8,
                 domain_moe_samples=12, code_d_model=16, domain_d_model=16, code_heads=2, domain_heads=2, code_ff=32,
                 domain_ff=32, digit_hidden=16)
-    return ra.RoutingConfig.from_params(**{**base, **kw})
+    return ra.RoutingHeatmapsConfig.from_params(**{**base, **kw})
 
 
 def test_domains_are_reproducible_per_seed_and_part_and_consistent():

@@ -4,7 +4,9 @@ import pytest
 import torch
 
 from redlib.core.store import Store
-from redlib.experiments import ranges, stage1_runs, task1
+from redlib.experiments import ranges, task1
+from redlib.red.clock import timed
+from redlib.speed import stage1_runs
 
 
 def _state(st) -> dict[str, torch.Tensor]:
@@ -29,7 +31,7 @@ def test_stage1_runs_trained_side_by_side_are_a_serial_runs_bit_for_bit(tiny_qwe
     for run in runs:
         seen, borrowed = len(side.events), side.borrowed
         loaded = stage1_runs._stages(cfg, run, bb, side)
-        loaded.timed("stage 1", loaded.base)
+        timed(loaded.seconds, loaded.store, "stage 1", loaded.base)
         # loaded where the page needs it: no second event for it, and its seconds are the worker's
         assert [e["kind"].rpartition("/")[2] for e in side.events[seen:]] == [] and side.borrowed > borrowed
         assert loaded.seconds["stage 1"] >= side.borrowed - borrowed

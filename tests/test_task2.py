@@ -117,7 +117,8 @@ def test_found_gives_every_value_the_prose_pastes(tiny_tables):
     values = task2.found(cfg, t, {cid: "holds" for cid in task2.claims(cfg, t)})
     prose = (project_root() / "notebooks" / "task2_mixed.py").read_text()
     named = set(re.findall(r"\{glue:text\}`(\w+)", prose))
-    glued_in_page = set(re.findall(r'glue_values\(\{"(\w+)"', prose))  # the ledger's words, glued by the page itself
+    # the ledger's words with stage 1 at the paper's rate, glued by the page's last step (`pages.glue_found`)
+    glued_in_page = {f"{p}_stage1_verdicts" for p in re.findall(r'beside="(\w+)"', prose)}
     assert glued_in_page == {"t2_stage1_verdicts"}
     assert named <= set(values) | glued_in_page, named - set(values) - glued_in_page
     assert all(isinstance(plain(v), (int, float, str)) for v in values.values())

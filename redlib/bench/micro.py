@@ -15,9 +15,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..core import kernels
 from ..experiments.task1 import Task1Config
 from ..models.backbone import Backbone
+from ..speed import kernels
 from ..tasks.arithmetic import N_CLASSES
 
 
@@ -130,7 +130,7 @@ def _stage1_steps(threads: int, steps: int, batch: int = 64, tokens: int = 12) -
 
 def _side_by_side(fn: Callable[[int, int], float], processes: int, threads: int, steps: int, reps: int) -> dict:
     """Steps per second of `processes` spawned workers running fn(threads, steps) at once, summed; spread over reps."""
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # as core/parallel.py sets it for the workers it spawns
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"  # as speed/parallel.py sets it for the workers it spawns
     with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as ex:
         totals = [sum(f.result() for f in [ex.submit(fn, threads, steps) for _ in range(processes)])
                   for _ in range(reps)]

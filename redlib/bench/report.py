@@ -3,21 +3,20 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ..book.pages import BOOK_MINUTES, BUDGETS, config_for
+from ..book.pages import BOOK_MINUTES, BUDGETS, NOTEBOOKS, config_for, stage_kinds
 from ..core.config import ParameterError
-from ..experiments import decomposition, heatmaps, toy
 from ..red.cost import timed_runs
-from ..red.pipeline import STAGE_KINDS
 
 WHERE = "why missed"  # the targets table's column: where a missed budget's time (or memory) goes
 # What each cache kind holds (a kind is "<task>/<stage>"): the RED pipeline's stages and the pages' own.
-STAGE_WHAT = {**toy.STAGE_KINDS, **heatmaps.STAGE_KINDS, **decomposition.STAGE_KINDS, **STAGE_KINDS}
+STAGE_WHAT = stage_kinds()
 
 
 def load(path: Path) -> dict[str, Any] | None:
@@ -39,6 +38,15 @@ def cold_seconds(profile: str, path: Path | None = None) -> tuple[dict[str, floa
     per = ((bench or {}).get("notebooks", {}).get(profile) or {}).get("per_notebook", {})
     commits = sorted((t.get("measured_at", ""), t.get("git_commit") or "") for t in per.values())
     return {name: t["wall_seconds"] for name, t in per.items()}, (commits[-1][1][:12] if commits else "")
+
+
+def cold_line(profile: str) -> str:
+    """The book plan's line on what an empty-cache run of the profile costs, as the committed bench measured it."""
+    cold, commit = cold_seconds(profile)
+    total = sum(cold.get(n, 0.0) for n in NOTEBOOKS)
+    return (f"  cold cost (empty cache) as the committed bench measured it at {commit or 'no commit'}: "
+            + (f"about {total / 60:.0f} min on {os.cpu_count()} cores" if total else "not measured")
+            + "".join(f"; {n} {cold[n] / 60:.0f} min" for n in NOTEBOOKS if cold.get(n, 0) >= 60))
 
 
 def route_costs(path: Path | None = None) -> pd.DataFrame:
@@ -66,6 +74,16 @@ def route_costs(path: Path | None = None) -> pd.DataFrame:
             ("make test", "unit tests, nbval on the smoke notebooks, the book in a browser",
              f"{test / 60:.0f} min (timed at {test_at})" if test else "-")]
     return pd.DataFrame(rows, columns=["command", "what it does", f"cost measured by make bench ({where})"])
+
+
+def profile_table(p: dict) -> pd.DataFrame:
+    """Stage 1's profile as the Speed page shows it: each group's own CPU ms per step in each phase, and its share."""
+    ops = pd.DataFrame(p["operators"])
+    t = ops.pivot_table(index="group", columns="phase", values="own CPU ms per step", aggfunc="sum", fill_value=0.0)
+    t = t[[ph for ph in p["phases_ms"] if ph in t.columns]]
+    total = t.sum(axis=1)
+    return t.assign(**{"all phases": total, "share": (total / total.sum()).map("{:.0%}".format)}).sort_values(
+        "all phases", ascending=False).round(1).reset_index()
 
 
 def span(t: dict) -> str:
@@ -296,7 +314,7 @@ def peak_cause(row: pd.Series) -> str:
 def serial_stage_seconds(timing: dict) -> float:
     """Seconds a page spends in stage 1 (kind `<task>/stage1`), which no small-stage worker shortens: its runs train
     one after another in the page's process, or (Task 1, Task 2) two at a time in workers, each run then counting
-    its share of the time they overlapped (`experiments/stage1_runs.py`), so the sum is stage 1's wall time."""
+    its share of the time they overlapped (`speed/stage1_runs.py`), so the sum is stage 1's wall time."""
     return sum(s for k, s in (timing.get("stage_seconds") or {}).items() if k.rpartition("/")[2] == "stage1")
 
 

@@ -39,6 +39,7 @@ from ..models.backbone import Backbone, embedded_path
 from ..models.combiners import ProbMixture, ResidualMixture
 from ..tasks.arithmetic import N_CLASSES, RANGE_NAMES, Task1Spec, make_task1
 from .micro import kernel_throughput, spread, stage1_processes, stage_threads, text_padding, timed
+from .profile import stage1_profile
 
 TARGETS = {"embedded_cache_speedup": 1.6, "qwen_cache_speedup": 4.5, "full_book_minutes": BOOK_MINUTES,
            "smoke_test_minutes": 15, "peak_rss_gib": 4.0}
@@ -410,6 +411,7 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
         step("stage_threads", lambda: stage_threads(reps, 200 if smoke else 2000))
         step("text_padding", lambda: text_padding(reps, 64 if smoke else 2048, steps=2 if smoke else 40))
         step("stage1_processes", lambda: stage1_processes(reps, 5 if smoke else 40))
+        step("stage1_profile", lambda: stage1_profile(2 if smoke else 20))
         report["notebooks"] = {}
         for p in profiles:
             # the smoke profile is cheap enough to repeat; a full cold pass takes most of an hour

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.claims import VALUE_TOL, bound_verdict, load_claims, order_verdict, paired_order_verdict, value_verdict
-from .pages import BY_NAME, PAGES, PLANNED
+from .pages import BY_NAME, PAGES
 from .results import read
 
 VERDICTS = ("holds", "partly", "does not hold", "not measured")
@@ -265,17 +265,13 @@ def styled(df: pd.DataFrame, caption: str = "The paper's claims measured on this
 
 
 def status(collected: dict[str, dict[str, Any]], claims_file=None) -> pd.DataFrame:
-    """What the book reproduces: per page or planned part of the paper, its claims, how many measured, and how many hold."""
+    """What the book reproduces: per page, the part of the paper, its claims, how many measured, and how many hold."""
     claims = load_claims(claims_file)
     entries = [(p.sections, f"{{doc}}`{p.name}`", p.claim_groups) for p in PAGES if p.claim_groups]
-    entries += [(p.sections, "not yet in this book", p.claim_groups) for p in PLANNED]
     rows = []
     for sections, where, groups in entries:
         ids = [cid for cid, c in claims.items() if c["group"] in groups]
         done = [verdict(claims[cid], collected[cid]) for cid in ids if cid in collected]
-        by = sorted({collected[cid]["notebook"] for cid in ids if cid in collected})
-        if by and not where.startswith("{doc}"):  # a planned part, some of whose claims a page already measures
-            where = "not yet in this book; in part on " + ", ".join(f"{{doc}}`{n}`" for n in by)
         rows.append({"paper": sections, "page": where, "claims": len(ids), "measured": len(done),
                      "hold": done.count("holds"), "partly": done.count("partly"), "do not hold": done.count("does not hold")})
     return pd.DataFrame(rows)

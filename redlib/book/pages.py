@@ -1,19 +1,21 @@
 """The page registry: every page of the book declared once.
 
-The CLI's notebook list, the execution order, `_toc.yml`, the ledger's links, the intro's status table and
-the reproduce page's tables all derive from `PAGES`. Adding a section means: a notebook, its experiment
-module (config + computations), and one `Page` entry here.
+The CLI's notebook list, the execution order, `_toc.yml`, the ledger's links, the intro's status table, the
+reproduce page's tables, the cold-time budgets and the Speed page's names of the stage kinds all derive from
+`PAGES`. Adding a section means: a notebook, its experiment module (config + computations, and `STAGE_KINDS` if
+it caches stages of its own kinds), one `Page` entry here, and its claims in the claims file with a test.
 """
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 from ..core.config import NotebookConfig, PageConfig, ParameterError, page_config
 from ..experiments.decomposition import DecompositionConfig
 from ..experiments.mnist import MnistConfig
 from ..experiments.robustness import RobustnessConfig
-from ..experiments.heatmaps import RoutingConfig
+from ..experiments.routing_heatmaps import RoutingHeatmapsConfig
 from ..experiments.task1 import Task1Config
 from ..experiments.task2 import Task2Config
 from ..experiments.toy import ToyConfig
@@ -33,19 +35,13 @@ class Page:
     sections: str = ""  # the paper's sections it reproduces
     claim_groups: tuple[str, ...] = ()  # groups of the claims file it measures
     anchor: str | None = None  # label of the section where it discusses its claims
+    budget: float | None = None  # minutes its full profile may take cold on the 2-core machine (`make bench` judges)
+    budget_with: str | None = None  # or: the earlier page whose budget it shares (the pages' time is judged together)
 
     @property
     def trains(self) -> bool:
         """Experiment pages train; reading pages only read result files, so they run after every experiment."""
         return not issubclass(self.config, PageConfig)
-
-
-@dataclass(frozen=True)
-class Planned:
-    """A part of the paper no page reproduces yet: its claims show 'not measured' and link nowhere."""
-
-    sections: str
-    claim_groups: tuple[str, ...]
 
 
 def _reading(name: str, title: str, part: str | None) -> Page:
@@ -58,23 +54,24 @@ PAGES: list[Page] = [
     _reading("paper_vs_code", "Paper vs released code", PARTS[0]),
     _reading("reproduce", "Reproduce it", PARTS[0]),
     Page("toy_experiments", "Toy experiments: linear, MLP and residual experts", PARTS[1], ToyConfig,
-         "toy experiments A-C (linear, MLP, residual experts)", ("toy",), "toy-claims"),
+         "toy experiments A-C (linear, MLP, residual experts)", ("toy",), "toy-claims", budget=4),
     Page("task1_addition", "Task 1: addition, RED against four baselines", PARTS[1], Task1Config,
-         "4.1-4.6 arithmetic Task 1, RED and four baselines", ("task1_addition",), "t1-claims"),
+         "4.1-4.6 arithmetic Task 1, RED and four baselines", ("task1_addition",), "t1-claims", budget=35),
     Page("task2_mixed", "Task 2: mixed arithmetic, RED against four baselines", PARTS[1], Task2Config,
-         "4.2.2, 4.7 arithmetic Task 2 end to end", ("task2_mixed",), "t2-claims"),
+         "4.2.2, 4.7 arithmetic Task 2 end to end", ("task2_mixed",), "t2-claims", budget=40),
     Page("step_decomposition", "Op experts, the step decomposer and program execution", PARTS[1], DecompositionConfig,
-         "4.5.4, 4.5.5, 4.8 op experts, step decomposer, execution", ("step_decomposition",), "sd-claims"),
+         "4.5.4, 4.5.5, 4.8 op experts, step decomposer, execution", ("step_decomposition",), "sd-claims",
+         budget_with="task2_mixed"),
     Page("mnist_label5", "MNIST: five label-pair domains, RED against the baselines", PARTS[1], MnistConfig,
-         "research code: MNIST label-pair five-domain benchmark", ("mnist_label5",), "mn-claims"),
-    Page("routing_heatmaps", "Routing analysis: do MoE routers find pretrained experts?", PARTS[1], RoutingConfig,
-         "routing-analysis MoE experiments 1-3 (code, '0 or 7' and domain experts)", ("routing_analysis",), "ra-claims"),
+         "research code: MNIST label-pair five-domain benchmark", ("mnist_label5",), "mn-claims", budget=3),
+    Page("routing_heatmaps", "Routing heatmaps: do MoE routers find pretrained experts?", PARTS[1], RoutingHeatmapsConfig,
+         "routing-analysis MoE experiments 1-3 (code, '0 or 7' and domain experts)", ("routing_analysis",), "ra-claims",
+         budget=5),
     Page("robustness_and_cost", "Robustness, modularity, ablations and cost", PARTS[2], RobustnessConfig,
          "4.9 ablations, 4.10 cost, RQ2-RQ3 routing noise and plug-in modularity",
-         ("ablation", "robustness_modularity", "efficiency"), "rob-claims"),
+         ("ablation", "robustness_modularity", "efficiency"), "rob-claims", budget=5),
     _reading("speed_and_memory", "Speed and memory", PARTS[2]),
 ]
-PLANNED: list[Planned] = []  # every part of the paper has a page
 
 
 @dataclass(frozen=True)
@@ -86,18 +83,32 @@ class Budget:
     minutes: float
 
 
-BUDGETS: list[Budget] = [  # cold, full profile, this 2-core machine (the speed issue's budgets)
-    Budget(("toy_experiments",), 4),
-    Budget(("task1_addition",), 35),
-    Budget(("task2_mixed", "step_decomposition"), 40),
-    Budget(("mnist_label5",), 3),
-    Budget(("robustness_and_cost",), 5),
-    Budget(("routing_heatmaps",), 5),
-]
+
+
+def _budgets() -> list[Budget]:
+    """The cold-time budgets the pages declare, a page that shares one (`budget_with`) inside its partner's."""
+    out = {p.name: Budget((p.name,), p.budget) for p in PAGES if p.budget is not None}
+    for p in PAGES:
+        if p.budget_with is not None:
+            b = out[p.budget_with]
+            out[p.budget_with] = Budget((*b.pages, p.name), b.minutes)
+    return list(out.values())
+
+
+BUDGETS = _budgets()
 BOOK_MINUTES = 90  # the whole book cold, every page and the strict build (aiming for 60)
 BY_NAME = {p.name: p for p in PAGES}
 # every notebook in execution order: experiments first, then the pages that read their results
 NOTEBOOKS: dict[str, type[NotebookConfig]] = {p.name: p.config for p in sorted(PAGES, key=lambda p: not p.trains)}
+
+
+def stage_kinds() -> dict[str, str]:
+    """What each stage kind of the cache holds (a kind is "<task>/<stage>"): the RED pipeline's, and those each page's
+    experiment module declares in its `STAGE_KINDS`."""
+    from ..red.stages import STAGE_KINDS
+
+    own = [getattr(sys.modules[p.config.__module__], "STAGE_KINDS", {}) for p in PAGES]
+    return {k: v for kinds in own for k, v in kinds.items()} | STAGE_KINDS
 
 
 def page(name: str) -> Page:
@@ -128,7 +139,7 @@ def render_toc() -> str:
 
 def start(name: str, namespace: dict, store=None):
     """A notebook's first step: its config from the parameters cell (validated, machine checked) and its Results."""
-    from ..core import kernels
+    from ..speed import kernels
     from .results import Results
 
     cfg = config_for(name).from_namespace(namespace)
@@ -150,3 +161,30 @@ def start_range_task(name: str, namespace: dict, store):
     bb = ranges.backbone(cfg)
     display(Markdown(ranges.profile_words(cfg, bb)))
     return cfg, results, bb
+
+
+def claims_table(results, measured: dict[str, dict]):
+    """A page's claims recorded in its results and shown as the ledger judges them."""
+    from . import ledger
+
+    results.record(measured)
+    return ledger.styled(ledger.page_table(results.claims))
+
+
+def glue_found(results, found, cfg, t: dict, beside: str | None = None) -> None:
+    """Glue the numbers and verdict words of a page's "What we found" (`found(cfg, t, verdicts)`); with `beside` (a
+    glue prefix), also the verdicts with stage 1 at the paper's rate, as `<beside>_stage1_verdicts`."""
+    from . import ledger
+    from .glue import glue_values
+
+    glue_values(found(cfg, t, ledger.verdicts(results.claims)))
+    if beside:
+        glue_values({f"{beside}_stage1_verdicts": ledger.verdicts_beside(results.claims, cfg.stage1_description())})
+
+
+def end(results) -> None:
+    """A page's last step: its results finished (provenance written) and its provenance box shown."""
+    from IPython.display import Markdown, display
+
+    results.finish()
+    display(Markdown(results.provenance_markdown()))

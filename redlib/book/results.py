@@ -23,13 +23,13 @@ import numpy as np
 import pandas as pd
 import torch
 
-from ..core import kernels, parallel
 from ..core.claims import check_ids
 from ..core.config import NotebookConfig
-from ..core.parallel import worker_count
 from ..core.runtime import project_root, resolve_path
 from ..core.store import Store
-from ..core.usage import TreeUsage
+from ..speed import kernels, parallel
+from ..speed.parallel import worker_count
+from ..speed.usage import TreeUsage
 
 LIBRARIES = ("redlib", "torch", "transformers", "numpy", "pandas", "scikit-learn", "papermill", "jupyter-book")
 

@@ -296,23 +296,16 @@ def build_html(stage: Path, quiet: bool = False) -> Path:
     return html / "index.html"
 
 
-def print_plan(profile: str) -> None:
-    """Say what `book` will do before it does it: the pages it executes, what the stage cache holds, the cold cost."""
-    from ..bench.report import cold_seconds
+def plan_lines(profile: str) -> list[str]:
+    """What `book` will do before it does it: the pages it executes and what the stage cache holds."""
     from ..core.runtime import cache_dir
 
-    cold, commit = cold_seconds(profile)
     entries = sum(1 for _ in cache_dir().rglob("*.safetensors")) if cache_dir().is_dir() else 0
-    total = sum(cold.get(n, 0.0) for n in NOTEBOOKS)
-    lines = [f"book (profile {profile}): executes {len(NOTEBOOKS)} pages in order, then builds the HTML book",
-             f"  stage cache {cache_dir()}: {entries} trained stages; a page whose stages are all there only loads them"
-             + ("" if entries else " (empty: every stage trains)"),
-             f"  cold cost (empty cache) as the committed bench measured it at {commit or 'no commit'}: "
-             + (f"about {total / 60:.0f} min on {os.cpu_count()} cores" if total else "not measured")
-             + "".join(f"; {n} {cold[n] / 60:.0f} min" for n in NOTEBOOKS if cold.get(n, 0) >= 60),
-             "  quicker: `python -m redlib book --no-execute` (the committed book as HTML, seconds); "
-             "`make book PROFILE=smoke` (tiny runs, minutes)"]
-    print("\n".join(lines), file=sys.stderr)
+    return [f"book (profile {profile}): executes {len(NOTEBOOKS)} pages in order, then builds the HTML book",
+            f"  stage cache {cache_dir()}: {entries} trained stages; a page whose stages are all there only loads them"
+            + ("" if entries else " (empty: every stage trains)"),
+            "  quicker: `python -m redlib book --no-execute` (the committed book as HTML, seconds); "
+            "`make book PROFILE=smoke` (tiny runs, minutes)"]
 
 
 def verify_results(profile: str, results_dir: str = "results") -> None:
@@ -331,7 +324,6 @@ def build_book(profile: str = "full", execute_notebooks: bool = True, progress: 
     if not execute_notebooks:
         verify_results(profile)
     else:
-        print_plan(profile)
         for k, notebook in enumerate(NOTEBOOKS, 1):
             print(f"page {k} of {len(NOTEBOOKS)}: {notebook}", file=sys.stderr)
             execute(notebook, {"profile": profile}, progress=progress)

@@ -98,6 +98,11 @@ def spec_for(cfg: Task1Config, seed: int, setting: Setting) -> Task1Spec:
                      n_templates=cfg.n_templates, data_source=cfg.data_source, test_share=cfg.pairs_test_share)
 
 
+def evaluate(r: ranges.RangeRun, bb: Backbone) -> dict[str, pd.DataFrame]:
+    """One run's tables (`ranges.evaluate`) and its case study (call right after the run: bb holds its blocks)."""
+    return ranges.evaluate(r) | {"case_study": case_study(r, bb)}
+
+
 def case_study(r: ranges.RangeRun, bb: Backbone, queries: list[str] = QUERIES) -> pd.DataFrame:
     """RED's router weights and the routed methods' answers for a few questions, beside the paper's (after `run`)."""
     texts = [format_numbers(q, r.setting.number_format) for q in queries]

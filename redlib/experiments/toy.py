@@ -104,11 +104,6 @@ def correct(y_hat: Tensor, data: ToyData) -> Tensor:
     return torch.round(200 * y_hat.squeeze(-1)).long() == (data.a + data.b)
 
 
-def abs_error(y_hat: Tensor, data: ToyData) -> Tensor:
-    """|200 * y_hat - (a + b)|, the error in units of the sum."""
-    return (200 * y_hat.squeeze(-1).double() - (data.a + data.b).double()).abs()
-
-
 def mse_loss(model: nn.Module, batch) -> Tensor:
     x, y = batch
     return F.mse_loss(model(x), y)
@@ -267,7 +262,7 @@ def part_tables(cfg: ToyConfig, piece: tuple[str, int], store: Store) -> dict[st
 
 def run_all(cfg: ToyConfig, store: Store, workers: int) -> dict[str, pd.DataFrame]:
     """Experiments A, B and C for every seed (in `workers` processes): each table concatenated in seed order."""
-    from ..core.parallel import map_pieces
+    from ..speed.parallel import map_pieces
 
     pieces = [(part, s) for part in PARTS for s in cfg.seeds]
     done = dict(zip(pieces, map_pieces(part_tables, cfg, pieces, store, workers, desc="toy experiments")))

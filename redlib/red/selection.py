@@ -22,9 +22,11 @@ import pandas as pd
 
 from ..core.store import Store
 from ..core.train import still_improving
+from ..speed.schedule import prefetch
+from .clock import by_kind
 from .encoders import Encoder
-from .pipeline import RedConfig, TaskData
 from .stages import Stages
+from .types import RedConfig, TaskData
 
 # the kinds tried together; a later round trains on the modules an earlier round chose
 ROUNDS = (("stage1",), ("expert", "residual", "code", "router", "head_all"), ("gate", "joint", "code_gate"))
@@ -64,46 +66,19 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
     if not grid:
         return LrChoice()
     chosen: dict[str, float] = {} if stage1_lr is None else {"stage1": stage1_lr}
-    base: Stages | None = None  # stage 1 at its chosen rate, with the features (after the first round)
+    base = None if stage1_lr is None else _stage1(cfg, data, encoder, store, seed, stage1_lr)
     rows = []
     for kinds_ in kinds(cfg):
-        if kinds_ == ("stage1",) and stage1_lr is not None:
-            base = _stage1(cfg, data, encoder, store, seed, stage1_lr)
+        if "stage1" in chosen and kinds_ == ("stage1",):
             continue
         tried, seconds = [], {}
-
-        def attempt(lrs: dict[str, float]) -> None:
-            """Train (or load) the stages of the kinds in `lrs`, each at its rate, and note their validation loss."""
-            seen, borrowed = len(store.events), store.borrowed
-            if base is None:  # stage 1 itself
-                st = Stages(cfg, data, encoder, store, seed, lrs=lrs)
-                st.base()
-                tried.append({"kind": "stage1", "lr": lrs["stage1"], **st.epochs[-1]})
-                # a try a worker trained (`experiments/stage1_runs.py`) loads here: its seconds are the worker's
-                key = (f"{data.namespace}/stage1", lrs["stage1"])
-                seconds[key] = seconds.get(key, 0.0) + store.borrowed - borrowed
-            else:
-                jobs = [(k, i) for k in lrs for i in (range(data.n_domains) if k in PER_DOMAIN else [None])]
-                st = base.fork({**chosen, **lrs})
-                st.prefetch(jobs, {})
-                for job in jobs:
-                    st.get(job)
-                    # a job's inputs load first; its own stage is the last row added
-                    tried.append({"kind": job[0], "lr": lrs[job[0]], **st.epochs[-1]})
-            # what each kind's stages cost to train at this rate (now, in a worker, or when their entry was made)
-            for e in store.events[seen:]:
-                key = (e["kind"], lrs.get(e["kind"].split("/")[-1]))
-                seconds[key] = seconds.get(key, 0.0) + float(e.get("train_seconds") or 0.0)
-
-        for lr in grid:
-            attempt({k: lr for k in kinds_})
+        for lrs in [{k: lr for k in kinds_} for lr in grid]:
+            tried += _attempt(cfg, data, encoder, store, seed, base, chosen, lrs, seconds)
         for _ in range(cfg.head_lr_extend):
-            per = _per_rate(pd.DataFrame(tried))
-            top = per.groupby("kind")["lr"].max()
-            edge = {k: next_rate(lr) for k, lr in _best(per).items() if lr == top[k] and next_rate(lr) <= 1}
+            edge = _edge(_per_rate(pd.DataFrame(tried)))
             if not edge:
                 break
-            attempt(edge)
+            tried += _attempt(cfg, data, encoder, store, seed, base, chosen, edge, seconds)
         per = _per_rate(pd.DataFrame(tried))
         per["seconds"] = [seconds.get((f"{data.namespace}/{k}", lr), 0.0) for k, lr in zip(per["kind"], per["lr"])]
         chosen.update(_best(per))
@@ -114,6 +89,35 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
     table["chosen"] = [chosen[k] == lr for k, lr in zip(table["kind"], table["lr"])]
     table.insert(0, "stage kind", table.pop("kind").map(KIND_NAMES))
     return LrChoice({k: chosen[k] for r in kinds(cfg) for k in r}, table.assign(seed=seed))
+
+
+def _attempt(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int, base: Stages | None,
+             chosen: dict[str, float], lrs: dict[str, float], seconds: dict) -> list[dict]:
+    """Train (or load) the stages of the kinds in `lrs`, each at its rate, on `base` (stage 1 at its chosen rate; None:
+    the kind is stage 1 itself); one row per stage with its validation loss, and their cost added to `seconds`."""
+    seen, borrowed, rows = len(store.events), store.borrowed, []
+    if base is None:
+        st = Stages(cfg, data, encoder, store, seed, lrs=lrs)
+        st.base()
+        rows.append({"kind": "stage1", "lr": lrs["stage1"], **st.epochs[-1]})
+        # a try a worker trained (`speed/stage1_runs.py`) loads here: its seconds are the worker's
+        key = (f"{data.namespace}/stage1", lrs["stage1"])
+        seconds[key] = seconds.get(key, 0.0) + store.borrowed - borrowed
+    else:
+        jobs = [(k, i) for k in lrs for i in (range(data.n_domains) if k in PER_DOMAIN else [None])]
+        st = base.fork({**chosen, **lrs})
+        prefetch(st, jobs, {})
+        for job in jobs:
+            st.get(job)  # a job's inputs load first; its own stage is the last row added
+            rows.append({"kind": job[0], "lr": lrs[job[0]], **st.epochs[-1]})
+    by_kind(store, seen, lrs, seconds)
+    return rows
+
+
+def _edge(per: pd.DataFrame) -> dict[str, float]:
+    """The kinds whose best rate is the largest they were tried at, each with the next rate up (none above 1)."""
+    top = per.groupby("kind")["lr"].max()
+    return {k: next_rate(lr) for k, lr in _best(per).items() if lr == top[k] and next_rate(lr) <= 1}
 
 
 def _stage1(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int, lr: float) -> Stages:

@@ -1,90 +1,36 @@
-"""The stages of one pipeline seed, each cached; the small stages can train side by side in worker processes.
+"""The stages of one pipeline seed, each cached: what a stage is (its inputs, cache key, training and epochs row).
 
 Stage 1 trains the encoder's top on the page's thread count (in the page, or beforehand in a worker:
-`experiments/stage1_runs.py`); every later stage trains a small module on
-stage 1's frozen features. Those small stages are *jobs* ("expert", i), ("router", None), ... whose inputs are
-stage 1's head and features and, for stage 4 and the gates, other jobs' results. `Stages.prefetch` trains the
-jobs that are not cached yet in spawned processes (`parallel.worker_count()`); a small stage trains on
-`parallel.STAGE_THREADS` torch threads in a worker and in the page alike, each once its inputs are done (`core/parallel.py`); the page then loads them from the cache in its usual order, so its
-modules, tables, epochs and cache keys are those of a serial run, bit for bit (`tests/test_pipeline.py`).
+`speed/stage1_runs.py`); every later stage trains a small module on stage 1's frozen features. Those small
+stages are *jobs* ("expert", i), ("router", None), ... whose inputs are stage 1's head and features and, for stage
+4 and the gates, other jobs' results; each job is one function below (`JOBS`). `speed/schedule.py` trains the jobs
+not cached yet side by side in worker processes before the page asks for them; the page then loads them from the
+cache in its usual order, so its modules, tables, epochs and cache keys are those of a serial run, bit for bit
+(`tests/test_pipeline.py`). `clock.py` counts what each stage cost.
 """
 
 from __future__ import annotations
 
 import copy
-import time
 from dataclasses import asdict
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Callable
 
 import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..core import kernels, parallel
 from ..core.runtime import seed_everything
 from ..core.store import Store
 from ..core.train import TrainConfig, evaluate_loss, fit
 from ..models.combiners import ResidualMixture
 from ..models.experts import ScaledExpert
 from ..models.routers import Router
+from ..speed import kernels, parallel
 from .encoders import Encoder
+from .types import PIPELINE_VERSION, STAGE_KINDS, Base, Job, Joint, RedConfig, TaskData, ce, moe_gate_loss
 
-if TYPE_CHECKING:
-    from .pipeline import RedConfig, TaskData
-
-# bump when a stage's training code changes, so old cache entries are not reused (2: text batches cut to their
-# longest text, small stages on STAGE_THREADS)
-PIPELINE_VERSION = 2
-# The cache kinds of the pipeline's stages (under a task's namespace, e.g. "task1/router"), and what each holds.
-STAGE_KINDS = {
-    "prefix": "frozen-prefix states (computed once)",
-    "stage1": "stage 1: encoder top + global head",
-    "features": "pooled features of every item",
-    "expert": "stage 2: classifier experts (oracle, uniform, MoE)",
-    "residual": "stage 2: RED residual experts",
-    "code": "stage 2: code-variant experts",
-    "router": "stage 3: router",
-    "gate": "stage 3: the softmax MoE's own gate",
-    "joint": "stage 4: residuals and router tuned jointly",
-    "head_all": "global head on all of train",
-    "code_gate": "stage 3: the released code's MoE gate over its logit experts",
-}
-Job = tuple[str, int | None]  # a small stage: (method name, domain index or None)
-
-
-class Base(nn.Module):
-    """Encoder + global head over item ids: logits = W_c h(ids), (B,) -> (B, C)."""
-
-    def __init__(self, encoder: Encoder, head: nn.Linear):
-        super().__init__()
-        self.encoder, self.head = encoder, head
-
-    def forward(self, idx: Tensor) -> Tensor:
-        return self.head(self.encoder(idx))
-
-
-class Joint(nn.Module):
-    """RED logits with its own router, so residuals and router train together (stage 4)."""
-
-    def __init__(self, red: ResidualMixture, router: Router):
-        super().__init__()
-        self.red, self.router = red, router
-
-    def forward(self, h: Tensor) -> Tensor:
-        return self.red.logits(h, self.router(h))  # (N, d) -> (N, C)
-
-
-def ce(model: nn.Module, batch) -> Tensor:
-    """Cross-entropy of model(x) against y, batch = (x, y)."""
-    x, y = batch
-    return F.cross_entropy(model(x), y)
-
-
-def moe_gate_loss(gate: Router, batch) -> Tensor:
-    """-log sum_i alpha_i(h) p_i(y): the mixture's answer loss; batch = (h (B, d), log p_i(y) (B, K))."""
-    h, log_p_true = batch
-    return -(gate.logits(h).log_softmax(-1) + log_p_true).logsumexp(1).mean()
+__all__ = ["Stages", "JOBS", "STAGE_KINDS", "PIPELINE_VERSION"]
 
 
 def _fit_meta(res) -> dict:
@@ -114,7 +60,7 @@ class Stages:
         self.head: nn.Linear | None = None  # W_c, set by `base`
         self.feats: dict[str, Tensor] = {}  # split -> (N, d), set by `features`
         self.done: dict[Job, nn.Module] = {}  # jobs got so far
-        self._probing = False
+        self.probing = False
 
     def kind(self, name: str) -> str:
         assert name in STAGE_KINDS, name
@@ -125,7 +71,7 @@ class Stages:
         head_lr for the small stages)."""
         return self.lrs.get(name, self.cfg.lr if name == "stage1" else self.cfg.head_lr)
 
-    def _inputs_lr(self, *names: str) -> dict[str, float]:
+    def inputs_lr(self, *names: str) -> dict[str, float]:
         """The learning rates of the stage kinds a stage trains on: part of its cache key, so a gate or stage 4 over
         modules trained at other rates is trained again, never loaded."""
         return {n: self.lr(n) for n in names}
@@ -135,16 +81,6 @@ class Stages:
         st = Stages(self.cfg, self.data, self.encoder, self.store, self.seed, self.key, self.dim, lrs)
         st.head, st.feats = self.head, self.feats
         return st
-
-    def timed(self, label: str, fn: Callable[[], Any]):
-        """fn(), and under `label` what its stages cost to train: computed now, trained by workers, or loaded (the
-        cost their cache entries recorded); the wall time of fn() where a loaded entry recorded none."""
-        t0, borrowed, seen = time.time(), self.store.borrowed, len(self.store.events)
-        out = fn()
-        costs = [e.get("train_seconds") for e in self.store.events[seen:]]
-        own = sum(costs) if costs and None not in costs else time.time() - t0
-        self.seconds[label] = own + self.store.borrowed - borrowed
-        return out
 
     def _stage1_settings(self) -> tuple[TrainConfig, dict]:
         """Stage 1's training settings and its cache key (the key of every later stage builds on it)."""
@@ -168,12 +104,7 @@ class Stages:
         head = nn.Linear(enc.dim, data.n_classes).to(enc.device)
         tc, stage1_key = self._stage1_settings()
         self.key = stage1_key  # every later stage trains on what stage 1 made: from here on, each key carries it
-        model = Base(enc, head)
-        # validation repeats few distinct items: score each once (an item's class is fixed), shortest texts first
-        val_ids, first = np.unique(data.ids["val"].numpy(), return_index=True)
-        val_ids, val_labels = torch.as_tensor(val_ids), data.labels["val"][first]
-        order = enc.length_order(val_ids)
-        val = (val_ids[order], val_labels[order])
+        model, val = Base(enc, head), _distinct_val(data, enc)
 
         def train(_: nn.Module) -> dict:
             pick = cfg.base_rows(data.labels["train"], self.seed)
@@ -204,7 +135,7 @@ class Stages:
         feats, tc = self.feats, self.cfg.fit_config(self.seed, label, self.lr(name))
         # the thread count is in the key: another count can split a sum differently, so it trains other bits
         key = {**self.key, "module": label, "train2": asdict(tc), "threads": parallel.STAGE_THREADS, **extra}
-        if self._probing:
+        if self.probing:
             raise _Probe(self.store.path(self.kind(name), key))
 
         part = {k: (sel[k] if sel else slice(None)) for k in ("train", "val")}
@@ -223,11 +154,24 @@ class Stages:
         self._epochs(label, meta, tc, val_loss)
         return model.eval()
 
-    # ---- the small stages, as jobs: each seeds itself, so it trains the same in any process and order ----
+    def _epochs(self, label: str, meta: dict, tc: TrainConfig, val_loss: float = float("nan")) -> None:
+        self.epochs.append({"stage": label, "epochs run": meta.get("epochs_run"), "best epoch": meta.get("best_epoch"),
+                            "max epochs": tc.max_epochs, "patience": tc.patience, "lr": tc.lr, "val loss": val_loss})
+
+    def cached(self, job: Job) -> bool:
+        """Whether the job's cache entry exists (nothing is trained to find out)."""
+        self.probing = True
+        try:
+            self._run(job)
+        except _Probe as probe:
+            return probe.path.exists()
+        finally:
+            self.probing = False
+        raise AssertionError(f"job {job} trains nothing")
 
     def get(self, job: Job) -> nn.Module:
-        """A small stage's trained module (loaded when cached, or trained by a worker in `prefetch`), once per seed."""
-        if self._probing and job not in self.done:
+        """A small stage's trained module (loaded when cached, or trained by a worker beforehand), once per seed."""
+        if self.probing and job not in self.done:
             return nn.Module()  # a stand-in input: a job's cache key never depends on its inputs' weights
         if job not in self.done:
             self.done[job] = self._run(job)
@@ -236,127 +180,15 @@ class Stages:
     def _run(self, job: Job) -> nn.Module:
         name, i = job
         with parallel.torch_threads(parallel.STAGE_THREADS):  # all of it, inputs too, as in a worker
-            return getattr(self, name)(*(() if i is None else (i,)))
+            return JOBS[name](self, *(() if i is None else (i,)))
 
-    def _domain_rows(self, i: int) -> dict[str, Tensor]:
+    def domain_rows(self, i: int) -> dict[str, Tensor]:
+        """The rows of domain i in train and val."""
         return {k: self.data.domains[k] == i for k in ("train", "val")}
 
-    def _tag(self, i: int) -> str:
+    def tag(self, i: int) -> str:
+        """Domain i's short name, in a stage's label."""
         return self.data.domain_names[i].split()[0]
-
-    def expert(self, i: int) -> nn.Module:
-        """Stage 2's classifier expert E_i of domain i, trained alone on its domain."""
-        cfg = self.cfg
-        seed_everything(self.seed * 100 + i)
-        return self.train("expert", f"expert {self._tag(i)}", cfg.expert(self.dim, self.data.n_classes), ce,
-                          self.data.labels, self._domain_rows(i), hidden=cfg.expert_hidden)
-
-    def residual(self, i: int) -> nn.Module:
-        """Stage 2's RED residual of domain i: Delta h_i trained alone on its domain through the frozen W_c."""
-        head = self.head
-
-        def red_loss(m: nn.Module, b) -> Tensor:
-            return F.cross_entropy(head(b[0] + m(b[0])), b[1])  # W_c (h + Delta h_i)
-
-        seed_everything(self.seed * 100 + i)
-        return self.train("residual", f"residual {self._tag(i)}", self.cfg.residual(self.dim), red_loss,
-                          self.data.labels, self._domain_rows(i), rank=self.cfg.rank(self.dim))
-
-    def code(self, i: int) -> nn.Module:
-        """Stage 2's released-code expert of domain i: logits W_c h + s B_i A_i h, trained alone on its domain."""
-        cfg, head = self.cfg, self.head
-
-        def code_loss(m: nn.Module, b) -> Tensor:
-            return F.cross_entropy(head(b[0]) + cfg.code_scale * m(b[0]), b[1])  # W_c h + s B_i A_i h
-
-        seed_everything(self.seed * 100 + i)
-        return self.train("code", f"code {self._tag(i)}", cfg.code_expert(self.dim, self.data.n_classes), code_loss,
-                          self.data.labels, self._domain_rows(i), rank=cfg.rank(self.dim), scale=cfg.code_scale)
-
-    def router(self, domains: int | None = None) -> Router:
-        """Stage 3's router on the domain labels; with `domains` = k, a router over the first k domains only, trained
-        on their samples (a system deployed before the later domains' experts existed)."""
-        cfg, K = self.cfg, self.data.n_domains
-        seed_everything(self.seed)
-        loss = lambda m, b: F.cross_entropy(m.logits(b[0]), b[1])  # noqa: E731
-        if domains is None or domains == K:
-            return self.train("router", "router", cfg.router(self.dim, K), loss, self.data.domains,
-                              hidden=cfg.router_hidden)
-        sel = {k: self.data.domains[k] < domains for k in ("train", "val")}
-        return self.train("router", f"router over {domains} domains", cfg.router(self.dim, domains), loss,
-                          self.data.domains, sel, hidden=cfg.router_hidden, domains=domains)
-
-    def joint(self) -> Joint:
-        """Stage 4: copies of the residuals and the router tuned together on the answer loss."""
-        K, cfg = self.data.n_domains, self.cfg
-        residuals = [copy.deepcopy(self.get(("residual", i))).requires_grad_(True) for i in range(K)]
-        router = copy.deepcopy(self.get(("router", None))).requires_grad_(True)
-        # a router of another width fails to load from the cache and is retrained
-        return self.train("joint", "joint stage 4", Joint(ResidualMixture(residuals, self.head), router), ce,
-                          self.data.labels, rank=cfg.rank(self.dim), from_router=True,
-                          inputs_lr=self._inputs_lr("residual", "router"))
-
-    def _moe_gate(self, kind: str, label: str, members: list[nn.Module], **extra) -> Router:
-        """A softmax gate over frozen experts, trained on the mixture's answer loss (`moe_gate_loss`)."""
-        labels, feats = self.data.labels, self.feats
-        if self._probing:  # the key does not depend on the members' outputs
-            true = {}
-        else:  # log softmax(member(h))_y of each frozen expert at the true class, (N, K): all the gate's loss needs
-            with torch.no_grad():
-                true = {k: torch.stack([m(feats[k]).log_softmax(-1).gather(1, labels[k][:, None].to(feats[k].device))[:, 0]
-                                        for m in members], 1) for k in ("train", "val")}
-        seed_everything(self.seed)
-        return self.train(kind, label, self.cfg.router(self.dim, self.data.n_domains), moe_gate_loss, true, **extra)
-
-    def gate(self) -> Router:
-        """Stage 3's softmax-MoE gate over the classifier experts (the paper's 4.3.4)."""
-        experts = [self.get(("expert", i)) for i in range(self.data.n_domains)]
-        return self._moe_gate("gate", "moe gate", experts, hidden=self.cfg.router_hidden,
-                              experts_hidden=self.cfg.expert_hidden, inputs_lr=self._inputs_lr("expert"))
-
-    def code_gate(self) -> Router:
-        """The released code's MoE: a gate over its logit experts' own answers s B_i A_i h (without W_c h)."""
-        cfg = self.cfg
-        scaled = [ScaledExpert(self.get(("code", i)), cfg.code_scale) for i in range(self.data.n_domains)]
-        return self._moe_gate("code_gate", "code moe gate", scaled, hidden=cfg.router_hidden, rank=cfg.rank(self.dim),
-                              scale=cfg.code_scale, inputs_lr=self._inputs_lr("code"))
-
-    def head_all(self) -> nn.Linear:
-        """A global head W: d -> C trained on all of train (stage 1's head saw a fraction)."""
-        seed_everything(self.seed)
-        return self.train("head_all", "global head all train", nn.Linear(self.dim, self.data.n_classes), ce,
-                          self.data.labels)
-
-    def _epochs(self, label: str, meta: dict, tc: TrainConfig, val_loss: float = float("nan")) -> None:
-        self.epochs.append({"stage": label, "epochs run": meta.get("epochs_run"), "best epoch": meta.get("best_epoch"),
-                            "max epochs": tc.max_epochs, "patience": tc.patience, "lr": tc.lr, "val loss": val_loss})
-
-    # ---- training jobs in worker processes ----
-
-    def cached(self, job: Job) -> bool:
-        """Whether the job's cache entry exists (nothing is trained to find out)."""
-        self._probing = True
-        try:
-            self._run(job)
-        except _Probe as probe:
-            return probe.path.exists()
-        finally:
-            self._probing = False
-        raise AssertionError(f"job {job} trains nothing")
-
-    def prefetch(self, jobs: list[Job], after: dict[Job, list[Job]]) -> None:
-        """Train the jobs that are not cached in `parallel.worker_count()` processes (on CPU, when > 1), side by side,
-        each once the jobs it comes `after` are done, the first ready in `jobs` first; `get` then loads them."""
-        workers = parallel.worker_count()
-        if workers <= 1 or self.device.type != "cpu":
-            return
-        todo = [j for j in jobs if not self.cached(j)]
-        if not todo:
-            return
-        context = {"cfg": self.cfg, "data": self.data, "seed": self.seed, "key": self.key, "dim": self.dim,
-                   "head": self.head, "root": str(self.store.root), "lrs": self.lrs}
-        parallel.map_pieces(_train_job, context, todo, self.store, workers, f"seed {self.seed}: stages", after,
-                            threads=parallel.STAGE_THREADS)
 
 
 _FEATURES: dict[str, Tensor] = {}  # in a worker: the last features loaded, by cache entry
@@ -380,14 +212,106 @@ def _features(store: Store, kind: str, key: dict, encoder: Encoder | None) -> Te
     return h
 
 
-def _train_job(context: dict, job: Job, store: Store) -> None:
-    """In a worker: train (or load) one small stage into the shared cache. The store keeps only the job's own event
-    (loading its inputs is not one)."""
-    seen = len(store.events)  # a single job runs in the caller's own store
-    st = Stages(context["cfg"], context["data"], None, store, context["seed"], context["key"], context["dim"],
-                context["lrs"])
-    st.head = context["head"].requires_grad_(False)
-    st.features()
-    st._run(job)  # the features and the job's inputs load first; the job's own entry comes last
-    del store.events[seen:-1]  # loading its inputs is not this job's event (and the caller's earlier events stay)
-    store.mark_merged(store.events[-1:])  # run in the caller's store: its later load of the entry is not a new event
+def _distinct_val(data: TaskData, enc: Encoder) -> tuple[Tensor, Tensor]:
+    """Stage 1's validation: it repeats few distinct items, so each is scored once (an item's class is fixed),
+    shortest texts first: (ids (V,), labels (V,))."""
+    val_ids, first = np.unique(data.ids["val"].numpy(), return_index=True)
+    val_ids, val_labels = torch.as_tensor(val_ids), data.labels["val"][first]
+    order = enc.length_order(val_ids)
+    return val_ids[order], val_labels[order]
+
+
+# ---- the small stages, as jobs: each seeds itself, so it trains the same in any process and order ----
+
+def expert(st: Stages, i: int) -> nn.Module:
+    """Stage 2's classifier expert E_i of domain i, trained alone on its domain."""
+    cfg = st.cfg
+    seed_everything(st.seed * 100 + i)
+    return st.train("expert", f"expert {st.tag(i)}", cfg.expert(st.dim, st.data.n_classes), ce, st.data.labels,
+                    st.domain_rows(i), hidden=cfg.expert_hidden)
+
+
+def residual(st: Stages, i: int) -> nn.Module:
+    """Stage 2's RED residual of domain i: Delta h_i trained alone on its domain through the frozen W_c."""
+    head = st.head
+
+    def red_loss(m: nn.Module, b) -> Tensor:
+        return F.cross_entropy(head(b[0] + m(b[0])), b[1])  # W_c (h + Delta h_i)
+
+    seed_everything(st.seed * 100 + i)
+    return st.train("residual", f"residual {st.tag(i)}", st.cfg.residual(st.dim), red_loss, st.data.labels,
+                    st.domain_rows(i), rank=st.cfg.rank(st.dim))
+
+
+def code(st: Stages, i: int) -> nn.Module:
+    """Stage 2's released-code expert of domain i: logits W_c h + s B_i A_i h, trained alone on its domain."""
+    cfg, head = st.cfg, st.head
+
+    def code_loss(m: nn.Module, b) -> Tensor:
+        return F.cross_entropy(head(b[0]) + cfg.code_scale * m(b[0]), b[1])  # W_c h + s B_i A_i h
+
+    seed_everything(st.seed * 100 + i)
+    return st.train("code", f"code {st.tag(i)}", cfg.code_expert(st.dim, st.data.n_classes), code_loss,
+                    st.data.labels, st.domain_rows(i), rank=cfg.rank(st.dim), scale=cfg.code_scale)
+
+
+def router(st: Stages, domains: int | None = None) -> Router:
+    """Stage 3's router on the domain labels; with `domains` = k, a router over the first k domains only, trained
+    on their samples (a system deployed before the later domains' experts existed)."""
+    cfg, K = st.cfg, st.data.n_domains
+    seed_everything(st.seed)
+    loss = lambda m, b: F.cross_entropy(m.logits(b[0]), b[1])  # noqa: E731
+    if domains is None or domains == K:
+        return st.train("router", "router", cfg.router(st.dim, K), loss, st.data.domains, hidden=cfg.router_hidden)
+    sel = {k: st.data.domains[k] < domains for k in ("train", "val")}
+    return st.train("router", f"router over {domains} domains", cfg.router(st.dim, domains), loss, st.data.domains,
+                    sel, hidden=cfg.router_hidden, domains=domains)
+
+
+def joint(st: Stages) -> Joint:
+    """Stage 4: copies of the residuals and the router tuned together on the answer loss."""
+    K, cfg = st.data.n_domains, st.cfg
+    residuals = [copy.deepcopy(st.get(("residual", i))).requires_grad_(True) for i in range(K)]
+    router_ = copy.deepcopy(st.get(("router", None))).requires_grad_(True)
+    # a router of another width fails to load from the cache and is retrained
+    return st.train("joint", "joint stage 4", Joint(ResidualMixture(residuals, st.head), router_), ce, st.data.labels,
+                    rank=cfg.rank(st.dim), from_router=True, inputs_lr=st.inputs_lr("residual", "router"))
+
+
+def _moe_gate(st: Stages, kind: str, label: str, members: list[nn.Module], **extra) -> Router:
+    """A softmax gate over frozen experts, trained on the mixture's answer loss (`moe_gate_loss`)."""
+    labels, feats = st.data.labels, st.feats
+    true = {}  # probing: the key does not depend on the members' outputs
+    if not st.probing:  # log softmax(member(h))_y of each frozen expert at the true class, (N, K): all the loss needs
+        with torch.no_grad():
+            true = {k: torch.stack([m(feats[k]).log_softmax(-1).gather(1, labels[k][:, None].to(feats[k].device))[:, 0]
+                                    for m in members], 1) for k in ("train", "val")}
+    seed_everything(st.seed)
+    return st.train(kind, label, st.cfg.router(st.dim, st.data.n_domains), moe_gate_loss, true, **extra)
+
+
+def gate(st: Stages) -> Router:
+    """Stage 3's softmax-MoE gate over the classifier experts (the paper's 4.3.4)."""
+    experts = [st.get(("expert", i)) for i in range(st.data.n_domains)]
+    return _moe_gate(st, "gate", "moe gate", experts, hidden=st.cfg.router_hidden, experts_hidden=st.cfg.expert_hidden,
+                     inputs_lr=st.inputs_lr("expert"))
+
+
+def code_gate(st: Stages) -> Router:
+    """The released code's MoE: a gate over its logit experts' own answers s B_i A_i h (without W_c h)."""
+    cfg = st.cfg
+    scaled = [ScaledExpert(st.get(("code", i)), cfg.code_scale) for i in range(st.data.n_domains)]
+    return _moe_gate(st, "code_gate", "code moe gate", scaled, hidden=cfg.router_hidden, rank=cfg.rank(st.dim),
+                     scale=cfg.code_scale, inputs_lr=st.inputs_lr("code"))
+
+
+def head_all(st: Stages) -> nn.Linear:
+    """A global head W: d -> C trained on all of train (stage 1's head saw a fraction)."""
+    seed_everything(st.seed)
+    return st.train("head_all", "global head all train", nn.Linear(st.dim, st.data.n_classes), ce, st.data.labels)
+
+
+# every job's function, by the job's name (a stage kind of STAGE_KINDS)
+JOBS: dict[str, Callable[..., nn.Module]] = {"expert": expert, "residual": residual, "code": code, "router": router,
+                                              "joint": joint, "gate": gate, "code_gate": code_gate,
+                                              "head_all": head_all}

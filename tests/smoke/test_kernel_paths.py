@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from redlib.book.numbers import compare_page
-from redlib.core import kernels
+from redlib.speed import kernels
 from redlib.core.runtime import project_root
 
 REFERENCE = project_root() / "tests" / "nbval" / "results"

@@ -24,14 +24,14 @@ import warnings
 import psutil
 import torch
 
-from ..core import parallel
 from ..core.store import Store
+from ..experiments import ranges
+from ..experiments.ranges import RangeTaskConfig, Setting
 from ..models.backbone import Backbone
 from ..red.encoders import TextEncoder
 from ..red.selection import LrChoice
 from ..red.stages import Stages
-from . import ranges
-from .ranges import RangeTaskConfig, Setting
+from . import parallel
 
 Stage1Run = tuple[Setting, int, float]  # a data setting, a seed, stage 1's learning rate
 THREADS: int | None = None  # torch threads of each worker; None: the page's own count (a serial run's bits)

@@ -1,4 +1,4 @@
-"""Tables, claims (`ra.*`) and the values the conclusions paste in, of the routing-heatmaps page (`heatmaps.py` measures)."""
+"""Tables, claims (`ra.*`) and the values the conclusions paste in, of the routing-heatmaps page (`routing_heatmaps.py` measures)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import pandas as pd
 
 from ..core import measure
 from ..core.claims import listing, seeds_words, verdict_keys
-from .heatmaps import TARGET_DIGITS, RoutingConfig
+from .routing_heatmaps import TARGET_DIGITS, RoutingHeatmapsConfig
 
 MAJORITY = 0.5  # "most tokens": more than this share of a domain's tokens
 
@@ -72,7 +72,7 @@ def matching(table: pd.DataFrame, names: tuple[str, ...]) -> pd.DataFrame:
     return out[["setting", "seed", "domain", "token share", "weight", "majority", "most chosen"]].reset_index(drop=True)
 
 
-def claims(cfg: RoutingConfig, code: pd.DataFrame, contrast: pd.DataFrame, match: pd.DataFrame,
+def claims(cfg: RoutingHeatmapsConfig, code: pd.DataFrame, contrast: pd.DataFrame, match: pd.DataFrame,
            code_first5: pd.DataFrame) -> dict[str, dict]:
     """ra.code_expert, ra.mnist07 and ra.domain_match, per seed; experiment 3 judged without entropy regularisation,
     with it beside as an extension."""
@@ -121,7 +121,7 @@ def same_top(table: pd.DataFrame) -> pd.Series:
     return top.groupby(["setting", "seed"], sort=False)["expert"].nunique() == 1
 
 
-def found(cfg: RoutingConfig, measured: dict[str, dict], v: dict[str, str], contrast: pd.DataFrame,
+def found(cfg: RoutingHeatmapsConfig, measured: dict[str, dict], v: dict[str, str], contrast: pd.DataFrame,
           match: pd.DataFrame, domains: pd.DataFrame) -> dict[str, object]:
     """The numbers and verdicts the page's conclusions paste in (glued as `ra_*`)."""
     c, m = measured["ra.code_expert"]["value"], measured["ra.mnist07"]["value"]

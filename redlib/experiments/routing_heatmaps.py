@@ -3,7 +3,7 @@
 1. a code expert pretrained alone, then one of four experts of a token-level MoE language model;
 2. a '0 or 7' digit expert pretrained alone, then one of four experts of an MLP MoE classifier;
 3. four experts each lightly pretrained on its own text domain, then combined by a token-level MoE.
-This module trains them (every stage cached) and measures their routing; `heatmaps_report` turns the
+This module trains them (every stage cached) and measures their routing; `routing_heatmaps_report` turns the
 measurements into tables, claims and findings.
 """
 
@@ -42,7 +42,7 @@ TARGET_DIGITS = (0, 7)
 
 
 @dataclass
-class RoutingConfig(NotebookConfig):
+class RoutingHeatmapsConfig(NotebookConfig):
     """The three routing-analysis experiments: code expert, '0 or 7' digit expert, lightly pretrained domain experts."""
 
     n_seeds: int | None = param(None, "(the paper: 1, 1 and 3 for the three experiments)")
@@ -157,7 +157,7 @@ class Corpus:
         return self.parts[part].ids[torch.from_numpy(self.domains[part] == domain)]
 
 
-def corpus(cfg: RoutingConfig, names: tuple[str, ...], counts: dict[str, int], seed: int, tokenizer) -> Corpus:
+def corpus(cfg: RoutingHeatmapsConfig, names: tuple[str, ...], counts: dict[str, int], seed: int, tokenizer) -> Corpus:
     """Generate `counts[part]` samples per domain and part, tokenize them, and map them to one shared vocabulary."""
     texts = {part: [t for d in names for t in td.generate(d, n, seed, part)] for part, n in counts.items()}
     if cfg.full_vocab:
@@ -177,7 +177,7 @@ def _fit_meta(res) -> dict:
     return {"best_epoch": res.best_epoch, "epochs_run": len(res.history), "history": res.history}
 
 
-def _fit_stage(cfg: RoutingConfig, model: nn.Module, kind: str, key: dict, loss, train: tuple, val: tuple,
+def _fit_stage(cfg: RoutingHeatmapsConfig, model: nn.Module, kind: str, key: dict, loss, train: tuple, val: tuple,
                tc: TrainConfig, store: Store) -> dict:
     """Fit `model` with `loss` (or load it from the stage cache for the same configuration); its metadata and key."""
     device = resolve_device(cfg.device)
@@ -193,14 +193,14 @@ def _lm(entropy_weight: float = 0.0):
     return lambda model, batch: lm_loss(model, batch[0], entropy_weight)
 
 
-def _train_lm(cfg: RoutingConfig, model: nn.Module, kind: str, key: dict, train: Tensor, val: Tensor, tc: TrainConfig,
+def _train_lm(cfg: RoutingHeatmapsConfig, model: nn.Module, kind: str, key: dict, train: Tensor, val: Tensor, tc: TrainConfig,
               store: Store, entropy_weight: float = 0.0) -> dict:
     """Fit a token model on rows of ids (or load it from the stage cache)."""
     return _fit_stage(cfg, model, kind, {**key, "entropy_weight": entropy_weight}, _lm(entropy_weight), (train,), (val,),
                       tc, store)
 
 
-def code_experiment(cfg: RoutingConfig, seed: int, tokenizer, store: Store) -> tuple[TokenMoE, Corpus, pd.DataFrame]:
+def code_experiment(cfg: RoutingHeatmapsConfig, seed: int, tokenizer, store: Store) -> tuple[TokenMoE, Corpus, pd.DataFrame]:
     """Experiment 1: a code expert pretrained alone, then expert 0 (with the embeddings) of a 4-expert MoE."""
     names = td.EXPERIMENT_DOMAINS["code"]
     c = corpus(cfg, names, {"train": cfg.code_samples, "val": _val(cfg.code_samples), "eval": cfg.eval_samples},
@@ -220,7 +220,7 @@ def code_experiment(cfg: RoutingConfig, seed: int, tokenizer, store: Store) -> t
     return moe, c, _epochs({"code expert": pre, "MoE": main}, seed)
 
 
-def domain_experiment(cfg: RoutingConfig, seed: int, tokenizer, store: Store) -> tuple[dict[float, TokenMoE], Corpus, pd.DataFrame]:
+def domain_experiment(cfg: RoutingHeatmapsConfig, seed: int, tokenizer, store: Store) -> tuple[dict[float, TokenMoE], Corpus, pd.DataFrame]:
     """Experiment 3: four experts each pretrained on its own domain, then one MoE per entropy weight (0 and the
     configured one), every expert loaded from its pretraining."""
     names = td.EXPERIMENT_DOMAINS["domains"]
@@ -300,7 +300,7 @@ def token_view(model: TokenMoE, c: Corpus, domain: int, row: int = 0) -> pd.Data
     return pd.DataFrame({"token": toks, "top expert": alpha.argmax(1), "weight": alpha.max(1)})
 
 
-def digit_data(cfg: RoutingConfig) -> dict[str, tuple[Tensor, Tensor]]:
+def digit_data(cfg: RoutingHeatmapsConfig) -> dict[str, tuple[Tensor, Tensor]]:
     """Train / val / test digits as flat normalised vectors (N, 784) and labels (N,)."""
     return {part: (mnist.to_tensor(x).flatten(1), torch.from_numpy(y)) for part, (x, y) in
             mnist.splits(cfg.mnist_data_dir, 0).items()}
@@ -312,7 +312,7 @@ def _classify(model: nn.Module, batch) -> Tensor:
     return nn.functional.cross_entropy(out[0] if isinstance(out, tuple) else out, y)
 
 
-def digit_experiment(cfg: RoutingConfig, seed: int, data: dict[str, tuple[Tensor, Tensor]], store: Store
+def digit_experiment(cfg: RoutingHeatmapsConfig, seed: int, data: dict[str, tuple[Tensor, Tensor]], store: Store
                      ) -> tuple[GatedMoE, pd.DataFrame]:
     """Experiment 2: a '0 or 7' expert pretrained alone, then expert 0 (body only) of a 4-expert MoE on 10 classes."""
     is07 = lambda y: torch.isin(y, torch.tensor(TARGET_DIGITS)).long()  # noqa: E731

@@ -1,0 +1,90 @@
+"""`python -m redlib bench`: the whole bench, or one part of it, validated before anything is timed."""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+from ..book import runner
+from ..book.pages import NOTEBOOKS, config_for
+from ..core.config import ParameterError
+from ..core.runtime import resolve_path
+
+
+def main(args: argparse.Namespace) -> None:
+    """Validate the profiles, then run the part of the bench the flags name."""
+    out = Path(args.out) if args.out else resolve_path("results/bench" + ("/smoke" if args.smoke else ""))
+    profiles = args.profiles.split(",") if args.profiles else None
+    for p in profiles or []:
+        runner.stage_dir(p)  # validates each profile name before anything runs
+    if args.test_command:
+        test_command(out)
+    elif args.kernels:
+        kernels(out)
+    elif args.notebooks or args.publish:
+        pages(args, out, profiles)
+    else:
+        if args.cache or args.warm_from:
+            raise ParameterError("--cache and --warm-from need --notebooks (the whole bench times in fresh temporary "
+                                 "folders)")
+        from .run import run_bench
+
+        report = run_bench(out, smoke=args.smoke, profiles=profiles)
+        print(f"bench written: {out / 'bench.json'} ({report['bench_seconds']:.0f} s)")
+
+
+def test_command(out: Path) -> None:
+    """--test-command: time the README's test command in a fresh stage cache and update that entry."""
+    from .run import smoke_test_command, update_entry
+
+    with tempfile.TemporaryDirectory() as tmp:
+        t = update_entry(out, "smoke_test_command", lambda: smoke_test_command(Path(tmp)))
+    minutes = t["smoke_test_command"]["total_seconds"] / 60
+    print(f"bench updated: {out / 'bench.json'} (make test: {minutes:.1f} min)")
+
+
+def kernels(out: Path) -> None:
+    """--kernels: the micro-benchmarks and stage 1's profile, each entry updated."""
+    from .micro import kernel_throughput, stage1_processes, stage_threads, text_padding
+    from .profile import stage1_profile
+    from .run import update_entry
+
+    k = update_entry(out, "kernels", kernel_throughput)["kernels"]
+    t = update_entry(out, "stage_threads", stage_threads)["stage_threads"]
+    pad = update_entry(out, "text_padding", text_padding)["text_padding"]
+    s1 = update_entry(out, "stage1_processes", stage1_processes)["stage1_processes"]
+    prof = update_entry(out, "stage1_profile", stage1_profile)["stage1_profile"]["phases_ms"]
+    other = (f" ({k['other_path']['chosen_stage1_speedup']:.2f}x the {k['other_path']['path']} kernels)"
+             if "other_path" in k else "")
+    print(f"bench updated: {out / 'bench.json'} (kernels: {k['matmul']['path']}, stage 1 {k['stage1_gflops']:.0f} "
+          f"GFLOP/s{other}, {k['stage1_share_of_gemm']:.0%} of a large product's; small stages on 1 thread per "
+          f"worker: {t['speedup_1_over_2']:.2f}x their speed on 2; Task 2 batches cut to their longest text: training "
+          f"{pad['train_speedup']:.2f}x, validation {pad['validate_speedup']:.2f}x; stage 1 in two one-thread "
+          f"processes side by side: {s1['speedup_side_by_side']:.2f}x one two-thread process; one stage-1 step: "
+          + ", ".join(f"{k} {v:.0f} ms" for k, v in prof.items()) + ")")
+
+
+def pages(args: argparse.Namespace, out: Path, profiles: list[str] | None) -> None:
+    """--notebooks / --publish: re-time these pages cold (re-publishing them with --publish), each entry updated."""
+    from ..book.results import git_commit
+    from .run import update_pages
+
+    names = args.notebooks.split(",") if args.notebooks else list(NOTEBOOKS)
+    cache = Path(args.cache) if args.cache else None
+    if args.publish and (cache is None or git_commit().endswith("+dirty")):
+        raise ParameterError("--publish re-publishes the pages it times: it needs a clean tree (commit first, so no "
+                             "page's provenance reads +dirty) and an empty --cache folder")
+    for name in names:
+        config_for(name)  # an unknown name is a one-line error naming the notebooks
+    if cache is not None:  # a file, an unwritable folder or one in the published book: one line each
+        runner.writable_folder(cache, "--cache")
+        runner.outside_published(cache, "--cache", "name an empty folder outside them")
+    if cache is not None and cache.exists() and any(cache.iterdir()):
+        raise ParameterError(f"--cache {cache} is not empty: a cold measurement needs an empty folder")
+    warm = Path(args.warm_from) if args.warm_from else None
+    if warm is not None and not warm.is_dir():
+        raise ParameterError(f"--warm-from {warm} is not a folder (a stage cache, e.g. ./cache)")
+    for p in profiles or ["full"]:
+        update_pages(out, p, names, cache, warm, publish=args.publish)
+    print(f"bench updated: {out / 'bench.json'} ({', '.join(names)})")

@@ -1,0 +1,41 @@
+"""A range page's runs: every seed and setting of Task 1, Task 2 or the step decomposition, in one call.
+
+The page chooses each stage kind's learning rate first (its stage-1 runs trained side by side beforehand,
+`speed/stage1_runs.py`), then runs the claims' setting and every extension setting on their seeds, the claims'
+setting first, and stacks each run's tables into one table per name (each row tagged with its seed and setting).
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+
+from ..core.store import Store
+from ..models.backbone import Backbone
+from ..speed import stage1_runs
+from . import decomposition, ranges
+from .decomposition import DecompositionConfig
+from .ranges import RangeRun, RangeTaskConfig
+
+Tables = dict[str, pd.DataFrame]
+
+
+def run_all(cfg: RangeTaskConfig, bb: Backbone, store: Store, title: str, evaluate: Callable[[RangeRun], Tables],
+            extra: Tables | None = None) -> tuple[Tables, RangeRun]:
+    """Every seed and setting of a Task 1 / Task 2 page, each run scored by `evaluate`: the stacked tables (then
+    `extra` and the learning-rate selection's) and the first run (for its figures)."""
+    choice = stage1_runs.choose(cfg, bb, store)
+    tables, first = [], None
+    for st, s in ranges.every_run(cfg, title):
+        run = ranges.run(cfg, s, st, bb, store, ranges.lrs_for(choice, st))
+        tables.append(evaluate(run))  # right after the run: bb holds this run's trained blocks
+        first = first or run
+    return ranges.stack(tables) | (extra or {}) | ranges.selection_tables(choice), first
+
+
+def run_decomposition(cfg: DecompositionConfig, bb: Backbone, store: Store) -> Tables:
+    """Every seed and setting of the step-decomposition page (op experts at the rates chosen on the first seed)."""
+    choice = decomposition.choose(cfg, bb, store)
+    tables = [decomposition.run(cfg, s, st, bb, store, choice.lrs) for st, s in ranges.every_run(cfg, "decomposition")]
+    return ranges.stack(tables) | {"lr_selection": choice.table}

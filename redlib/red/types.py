@@ -1,0 +1,212 @@
+"""The RED pipeline's shared types: its config, the data a task hands it, the run record, the modules and losses
+its stages train (what `pipeline.py`, `stages.py` and `selection.py` all speak).
+
+With h = h(x) in R^d the encoder's features, C classes and K domains, see `pipeline.py` for the stages.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from ..core.config import MAX_EPOCHS, MAX_WIDTH, ExperimentConfig, ParameterError, param
+from ..core.runtime import generator
+from ..models.combiners import ResidualMixture
+from ..models.experts import HeadExpert, LowRankLogits, LowRankResidual
+from ..models.routers import Router
+from .encoders import Encoder
+
+SPLITS = ("train", "val", "test")
+MAX_LR_STEPS = 4  # head_lr_extend's bound: 3e-3 -> 1e-2 -> 3e-2 -> 1e-1 -> 3e-1 (rates stay <= 1)
+# bump when a stage's training code changes, so old cache entries are not reused (2: text batches cut to their
+# longest text, small stages on STAGE_THREADS)
+PIPELINE_VERSION = 2
+# The cache kinds of the pipeline's stages (under a task's namespace, e.g. "task1/router"), and what each holds.
+STAGE_KINDS = {
+    "prefix": "frozen-prefix states (computed once)",
+    "stage1": "stage 1: encoder top + global head",
+    "features": "pooled features of every item",
+    "expert": "stage 2: classifier experts (oracle, uniform, MoE)",
+    "residual": "stage 2: RED residual experts",
+    "code": "stage 2: code-variant experts",
+    "router": "stage 3: router",
+    "gate": "stage 3: the softmax MoE's own gate",
+    "joint": "stage 4: residuals and router tuned jointly",
+    "head_all": "global head on all of train",
+    "code_gate": "stage 3: the released code's MoE gate over its logit experts",
+}
+Job = tuple[str, int | None]  # a small stage: (method name, domain index or None)
+
+
+class Base(nn.Module):
+    """Encoder + global head over item ids: logits = W_c h(ids), (B,) -> (B, C)."""
+
+    def __init__(self, encoder: Encoder, head: nn.Linear):
+        super().__init__()
+        self.encoder, self.head = encoder, head
+
+    def forward(self, idx: Tensor) -> Tensor:
+        return self.head(self.encoder(idx))
+
+
+class Joint(nn.Module):
+    """RED logits with its own router, so residuals and router train together (stage 4)."""
+
+    def __init__(self, red: ResidualMixture, router: Router):
+        super().__init__()
+        self.red, self.router = red, router
+
+    def forward(self, h: Tensor) -> Tensor:
+        return self.red.logits(h, self.router(h))  # (N, d) -> (N, C)
+
+
+def ce(model: nn.Module, batch) -> Tensor:
+    """Cross-entropy of model(x) against y, batch = (x, y)."""
+    x, y = batch
+    return F.cross_entropy(model(x), y)
+
+
+def moe_gate_loss(gate: Router, batch) -> Tensor:
+    """-log sum_i alpha_i(h) p_i(y): the mixture's answer loss; batch = (h (B, d), log p_i(y) (B, K))."""
+    h, log_p_true = batch
+    return -(gate.logits(h).log_softmax(-1) + log_p_true).logsumexp(1).mean()
+
+
+@dataclass
+class RedConfig(ExperimentConfig):
+    """The RED pipeline's knobs, the paper's values as defaults; a task's config adds its data's."""
+
+    lr: float = param(1e-4, 'AdamW learning rate of stage 1 with head_lr_grid "none" (the paper: 1e-4)')
+    max_epochs: int | None = param(None, "epoch cap of the experts, residuals, routers and heads (the paper: 60)")
+    backbone_fraction: float = param(0.1, "share of train used for the backbone stage (the finalized setup: 10%)")
+    backbone_epochs: int | None = param(None, "cap for stage 1 (the paper: 60)")
+    head_lr: float = param(1e-4, 'AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: '
+                                 "1e-4)")
+    head_lr_grid: str = param("0.0001,0.0003,0.001,0.003", "each stage kind's lr, stage 1 included, chosen on validation "
+                                                           "loss from these (\"none\": lr for stage 1, head_lr for the "
+                                                           "rest, the paper's)")
+    head_lr_extend: int = param(2, "a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 "
+                                   "series), at most this many times (0: the grid only)")
+    expert_hidden: int = param(256, "hidden width of the classifier experts (0: a linear expert d -> C)")
+    router_hidden: int = param(256, "hidden width of the two-layer router (the paper: 256)")
+    rank_divisor: int = param(4, "the residual rank is d / rank_divisor (the paper: d/4)")
+    code_scale: float = param(0.1, "the released code's scale on the routed expert logits")
+
+    def check(self) -> None:
+        super().check()
+        self.require_positive("backbone_epochs", "rank_divisor")
+        self.require_at_most(MAX_EPOCHS, "backbone_epochs")
+        self.require_at_most(MAX_WIDTH, "expert_hidden", "router_hidden", "rank_divisor")
+        self.require_finite("head_lr", "code_scale")
+        self.lr_grid()
+        if not 0 <= self.head_lr_extend <= MAX_LR_STEPS:
+            raise ParameterError(f"parameter 'head_lr_extend' must be in [0, {MAX_LR_STEPS}], got {self.head_lr_extend}")
+        if not 0 < self.backbone_fraction <= 1:
+            raise ParameterError(f"parameter 'backbone_fraction' must be in (0, 1], got {self.backbone_fraction}")
+        if self.expert_hidden < 0 or self.router_hidden < 1:
+            raise ParameterError(f"parameters 'expert_hidden' (0: a linear expert) must be >= 0 and 'router_hidden' >= 1, "
+                                 f"got {self.expert_hidden} and {self.router_hidden}")
+
+    def lr_grid(self) -> list[float]:
+        """The learning rates each stage kind is tried at ([]: "none", stage 1 at `lr` and the rest at `head_lr`)."""
+        text = str(self.head_lr_grid).strip()
+        if text == "none":
+            return []
+        try:
+            grid = [float(v) for v in text.split(",")]
+        except ValueError:
+            grid = []
+        if not grid or len(grid) > 8 or len(set(grid)) < len(grid) or not all(0 < v <= 1 for v in grid):
+            raise ParameterError(f"parameter 'head_lr_grid' must be 'none' or 1 to 8 distinct comma-separated learning "
+                                 f"rates in (0, 1], e.g. '0.0001,0.001', got {self.head_lr_grid!r}")
+        return grid
+
+    # the released code's MoE over its residual-trained logit experts, as an extra stage (the MNIST page's)
+    CODE_MOE: ClassVar[bool] = False
+
+    def base_rows(self, labels: Tensor, seed: int) -> Tensor:
+        """Rows of train that stage 1 trains on: a random `backbone_fraction` of them (the paper's 10%)."""
+        return subsample(len(labels), self.backbone_fraction, seed)
+
+    def rank(self, d: int) -> int:
+        """The residual rank r = d / rank_divisor (at least 1)."""
+        return max(1, d // self.rank_divisor)
+
+    def residual(self, d: int) -> LowRankResidual:
+        """One RED expert Delta h = V sigma(U h), d -> r -> d."""
+        return LowRankResidual(d, self.rank(d))
+
+    def expert(self, d: int, n_classes: int) -> HeadExpert:
+        """One classifier expert E_i: d -> C."""
+        return HeadExpert(d, n_classes, self.expert_hidden)
+
+    def code_expert(self, d: int, n_classes: int) -> LowRankLogits:
+        """One released-code expert B A h: d -> r -> C."""
+        return LowRankLogits(d, self.rank(d), n_classes)
+
+    def router(self, d: int, n_domains: int) -> Router:
+        """The two-layer router: d -> hidden -> K."""
+        return Router(d, n_domains, self.router_hidden)
+
+
+@dataclass
+class TaskData:
+    """What a task hands the pipeline: per split, each sample's item id, class and domain (all (N,) long tensors)."""
+
+    namespace: str  # the cache namespace of the task's stages, e.g. "task1"
+    ids: dict[str, Tensor]
+    labels: dict[str, Tensor]
+    domains: dict[str, Tensor]
+    class_names: list[str]
+    domain_names: list[str]
+    key: dict  # what determined the data (spec, seed): part of every stage's cache key
+    domain_kind: str = "domain"  # what the tables call a domain ("range" in arithmetic)
+
+    @property
+    def n_classes(self) -> int:
+        return len(self.class_names)
+
+    @property
+    def n_domains(self) -> int:
+        return len(self.domain_names)
+
+
+@dataclass
+class RedRun:
+    """Everything one seed of the pipeline produced: features per split and every trained stage."""
+
+    seed: int
+    data: TaskData
+    features: dict[str, Tensor]  # split -> (N, d) features of each sample
+    head: nn.Linear  # W_c: d -> C
+    experts: list[nn.Module]  # K classifier experts E_i: d -> C
+    residuals: list[nn.Module]  # K RED residuals Delta h_i: d -> d
+    code_experts: list[nn.Module]  # K released-code experts: d -> C
+    router: Router  # alpha: d -> K
+    joint: Joint  # stage 4: tuned residuals (joint.red) and router (joint.router)
+    gate: Router  # the softmax MoE's own gate: d -> K
+    head_all: nn.Linear  # a global head trained on all of train: d -> C
+    code_scale: float
+    seconds: dict[str, float] = field(default_factory=dict)
+    epochs: list[dict] = field(default_factory=list)  # per trained stage: label, epochs run, best epoch, cap
+    code_gate: Router | None = None  # the released code's MoE gate over the code experts (when the config asks)
+    lrs: dict[str, float] = field(default_factory=dict)  # stage kind -> learning rate (absent: the config's head_lr)
+
+
+def balanced_subsample(labels: Tensor, fraction: float, seed: int) -> Tensor:
+    """Sorted indices of `fraction` of the rows with as many of each class (the research code's balanced base)."""
+    classes = labels.unique()
+    k = max(1, round(fraction * len(labels) / len(classes)))
+    g = generator(seed)
+    picks = [rows[torch.randperm(len(rows), generator=g)[:k]] for rows in (torch.nonzero(labels == c)[:, 0] for c in classes)]
+    return torch.cat(picks).sort().values
+
+
+def subsample(n: int, fraction: float, seed: int) -> Tensor:
+    """Sorted indices of a random `fraction` of n rows (the paper's base stage uses 10% of train)."""
+    k = max(1, round(fraction * n))
+    return torch.randperm(n, generator=generator(seed))[:k].sort().values

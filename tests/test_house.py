@@ -1,0 +1,52 @@
+"""The house rules a maintainer relies on: the book never reads the bench, units stay short, the registry is the one
+list of pages."""
+
+import ast
+from pathlib import Path
+
+from redlib.book import pages
+from redlib.core.runtime import project_root
+
+REDLIB = project_root() / "redlib"
+
+
+def _imports(path: Path) -> set[str]:
+    """The redlib modules a file imports, resolved to dotted names."""
+    tree, found = ast.parse(path.read_text()), set()
+    package = ".".join(path.relative_to(project_root()).with_suffix("").parts[:-1])
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+            found.add(f"{base}.{node.module}" if base and node.module else base or node.module or "")
+        elif isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+    return found
+
+
+def test_the_book_package_imports_nothing_from_the_bench():
+    for path in (REDLIB / "book").rglob("*.py"):
+        assert not [m for m in _imports(path) if m.startswith("redlib.bench")], path
+
+
+def test_only_the_speed_page_opens_the_bench_file():
+    readers = [p.stem for p in (project_root() / "notebooks").glob("*.py")
+               if "bench.json" in p.read_text() or "redlib.bench" in p.read_text()]
+    assert readers == ["speed_and_memory"]
+
+
+def test_no_class_over_200_lines_and_no_function_over_60():
+    long = []
+    for path in REDLIB.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            limit = 200 if isinstance(node, ast.ClassDef) else 60
+            if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.end_lineno - node.lineno + 1 > limit:
+                long.append(f"{path.relative_to(REDLIB)}:{node.lineno} {node.name}")
+    assert not long
+
+
+def test_budgets_and_stage_kinds_come_from_the_registry():
+    budgeted = [name for b in pages.BUDGETS for name in b.pages]
+    assert sorted(budgeted) == sorted(p.name for p in pages.PAGES if p.trains)
+    assert next(b for b in pages.BUDGETS if "step_decomposition" in b.pages).pages == ("task2_mixed", "step_decomposition")
+    kinds = pages.stage_kinds()
+    assert {"stage1", "residual", "decomposer", "linear_base"} <= set(kinds)  # the pipeline's and two pages' own
