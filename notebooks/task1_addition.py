@@ -66,7 +66,8 @@ number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 
 digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "iid", "pairs", "iid,pairs" or "pairs,iid"; None: the profile's value (smoke "pairs", full "pairs")
 dataset_size = None  # train/val/test sizes: "final" 64k/8k/8k (the paper's final setup, 4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250; None: the profile's value (smoke "tiny", full "final")
 extension_seeds = 1  # seeds each extension setting runs (the claims' setting runs n_seeds)
-stage1_paper_beside = None  # also run the claims' setting with stage 1 at the paper's rate (`lr`) and every other stage kind chosen on it, on all n_seeds, as an extension; None: the profile's value (smoke True, full True)
+stage1_paper_beside = None  # also run the claims' setting with stage 1 at the paper's rate (`lr`) and every other stage kind at the rates the protocol chose, as an extension; None: the profile's value (smoke True, full True)
+stage1_beside_seeds = 1  # seeds the stage-1 extension runs (the first ones; the claims' setting runs n_seeds)
 data_source = "text"  # "text" (the paper's: a, b uniform) or "released" (the authors' generator: sum uniform over 2..99)
 pairs_test_share = 0.2  # share of the distinct operand pairs held out for test on the pairs split (val: 10%)
 operand_min = 1  # operands a, b in [operand_min, operand_max] (the paper: [1,50], once [2,50])
@@ -123,9 +124,9 @@ plots.styled(task1.tokenization(bb), hide_index=True, caption="How the backbone'
 # loop below loads them.
 # Each stage kind's learning rate, stage 1's included, is chosen first, on the first seed's
 # validation loss, from one grid that is the same for every method (the table under "Epochs and time").
-# Beside the claims' setting, on the same seeds, one extension keeps stage 1 at the paper's rate and
-# chooses every other kind on it by the same rule (`stage1_paper_beside`; its runs are labelled
-# "stage 1 at paper lr").
+# One extension keeps stage 1 at the paper's rate and every other kind at the rates the protocol chose,
+# on the first seed (`stage1_paper_beside`, `stage1_beside_seeds`; its runs are labelled "stage 1 at
+# paper lr").
 
 # %% tags=["hide-input", "remove-stderr"]
 # every stage kind's learning rate first, on the first seed's validation loss; then every seed and setting

@@ -56,7 +56,8 @@ number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 
 digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "iid", "isolated", "iid,isolated" or "isolated,iid"; None: the profile's value (smoke "none", full "none")
 dataset_size = None  # train/val/test sizes: "final" 64k/8k/8k (the paper's final setup, 4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250; None: the profile's value (smoke "tiny", full "final")
 extension_seeds = 1  # seeds each extension setting runs (the claims' setting runs n_seeds)
-stage1_paper_beside = None  # also run the claims' setting with stage 1 at the paper's rate (`lr`) and every other stage kind chosen on it, on all n_seeds, as an extension; None: the profile's value (smoke True, full True)
+stage1_paper_beside = None  # also run the claims' setting with stage 1 at the paper's rate (`lr`) and every other stage kind at the rates the protocol chose, as an extension; None: the profile's value (smoke True, full True)
+stage1_beside_seeds = 1  # seeds the stage-1 extension runs (the first ones; the claims' setting runs n_seeds)
 step_mix = "1:0.5,2:0.5"  # share of expressions per number of operations (the seed text: one or two operators)
 n_phrasings = 4  # phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you subtract b from a ..."
 
@@ -99,8 +100,8 @@ plots.styled(task2.data_table(cfg), hide_index=True, caption="The data per setti
 # code's logit experts), the router on range labels, the MoE's own gate, and RED stage 4.
 # Learning rates follow {doc}`Task 1 <task1_addition>`'s rule: each stage kind, stage 1's included, at
 # the rate of one grid (the same for every method) with the lowest validation loss on the first seed;
-# the choice is tabled under "Epochs and time per stage". The extension runs labelled "stage 1 at
-# paper lr" keep stage 1 at the paper's rate and choose the rest on it (`stage1_paper_beside`).
+# the choice is tabled under "Epochs and time per stage". The extension run labelled "stage 1 at
+# paper lr" keeps stage 1 at the paper's rate and the rest at the protocol's rates (`stage1_paper_beside`).
 
 # %% tags=["hide-input", "remove-stderr"]
 # every stage kind's learning rate first, on the first seed's validation loss; then every seed and setting

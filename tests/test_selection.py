@@ -79,17 +79,6 @@ def test_stage_1_is_chosen_first_and_its_validation_loss_is_recorded_trained_or_
     assert again == trained["val loss"]
 
 
-def test_stage_1_held_at_a_rate_is_not_chosen_and_the_later_rounds_choose_on_it(chosen):
-    cfg, data, enc, store, choice = chosen
-    held = selection.select(cfg, data, enc, store, seed=0, stage1_lr=cfg.lr)
-    assert held.lrs["stage1"] == cfg.lr and set(held.lrs) == set(choice.lrs)
-    assert selection.KIND_NAMES["stage1"] not in set(held.table["stage kind"])
-    assert held.table.groupby("stage kind")["chosen"].sum().eq(1).all()
-    seen = len(store.events)  # the run at those rates loads what the selection trained
-    run = run_red(cfg, data, enc, store, seed=0, lrs=held.lrs)
-    assert all(e["event"] == "loaded" for e in store.events[seen:]) and run.epochs[0]["lr"] == cfg.lr
-
-
 def test_the_page_words_name_the_kinds_left_at_the_edge_or_say_there_are_none(chosen):
     cfg, _, _, _, choice = chosen
     t = choice.table

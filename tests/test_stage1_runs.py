@@ -51,7 +51,7 @@ def test_stage1_runs_trained_side_by_side_are_a_serial_runs_bit_for_bit(tiny_qwe
 
 def test_the_page_runs_are_every_setting_and_seed_at_its_rate():
     cfg = task1.Task1Config.from_params(profile="full")
-    choice = ranges.LrChoice({"stage1": 3e-4, "expert": 1e-3}, beside=ranges.LrChoice({"stage1": cfg.lr}))
+    choice = ranges.LrChoice({"stage1": 3e-4, "expert": 1e-3})
     runs = stage1_runs.page_runs(cfg, choice)
     assert len(runs) == sum(len(cfg.seeds_for(st)) for st in cfg.settings)
     assert all(lr == (cfg.lr if st.stage1 == ranges.STAGE1_PAPER else 3e-4) for st, _, lr in runs)

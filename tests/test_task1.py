@@ -64,8 +64,8 @@ def test_settings_put_the_claims_setting_first_and_add_digits_on_pairs():
     assert [st.label for st in cfg.settings] == ["iid", "pairs", "pairs, digits", "iid, stage 1 at paper lr"]
     assert cfg.settings[2].description.endswith("digit-spaced numbers")
     assert "stage 1 at the paper's learning rate" in cfg.settings[3].description
-    full = task1.Task1Config.from_params(profile="full")  # the paper's stage-1 rate on every seed of the protocol
-    assert [full.seeds_for(st) for st in full.settings] == [[0, 1, 2], [0], [0], [0, 1, 2]]
+    full = task1.Task1Config.from_params(profile="full")  # the extensions on the first seed, the protocol on three
+    assert [full.seeds_for(st) for st in full.settings] == [[0, 1, 2], [0], [0], [0]]
     none = task1.Task1Config.from_params(profile="smoke", digits_variant_on="none", splits_reported="iid",
                                          stage1_paper_beside=False)
     assert [st.label for st in none.settings] == ["iid"]
@@ -75,12 +75,15 @@ def test_settings_put_the_claims_setting_first_and_add_digits_on_pairs():
     assert [st.label for st in digits.settings] == ["iid, digits", "pairs, digits", "iid, digits, stage 1 at paper lr"]
 
 
-def test_the_stage_1_extension_needs_its_own_choice_and_is_refused_where_it_runs_already():
+def test_the_stage_1_extension_holds_the_protocols_rates_on_its_seeds_and_is_refused_where_it_runs_already():
     st = ranges.Setting("iid", stage1=ranges.STAGE1_PAPER)
-    with pytest.raises(ValueError, match="beside"):
-        ranges.lrs_for(LrChoice({"stage1": 3e-4}), st)
-    choice = LrChoice({"stage1": 3e-4}, beside=LrChoice({"stage1": 1e-4}))
-    assert ranges.lrs_for(choice, st) == {"stage1": 1e-4} and ranges.lrs_for(choice, ranges.Setting("iid")) == {"stage1": 3e-4}
+    choice = LrChoice({"stage1": 3e-4, "residual": 1e-3})
+    assert ranges.lrs_for(choice, st, 1e-4) == {"stage1": 1e-4, "residual": 1e-3}
+    assert ranges.lrs_for(choice, ranges.Setting("iid"), 1e-4) == choice.lrs
+    cfg = task1.Task1Config.from_params(profile="full")
+    beside = next(s for s in cfg.settings if s.stage1 == ranges.STAGE1_PAPER)
+    assert cfg.seeds_for(cfg.settings[0]) == [0, 1, 2] and cfg.seeds_for(beside) == [0]
+    assert task1.Task1Config.from_params(profile="full", stage1_beside_seeds=3).seeds_for(beside) == [0, 1, 2]
     with pytest.raises(ParameterError, match="'stage1_paper_beside' must be False on the step decomposition"):
         DecompositionConfig.from_params(profile="smoke", stage1_paper_beside=True)
 

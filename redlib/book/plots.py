@@ -269,10 +269,6 @@ def lr_selection(t: dict[str, pd.DataFrame]) -> None:
         display(styled(selection.summary(chosen), precision=4, caption=f"Learning rate of each stage kind, "
                        f"chosen on the validation loss of seed {int(chosen['seed'].iloc[0])} (the claims' setting) "
                        "from one grid for every method; a kind's loss is the mean over its stages"))
-    beside = t.get("lr_selection_stage1_paper")
-    if beside is not None and not beside.empty:
-        display(styled(selection.summary(beside), precision=4, caption="The extension with stage 1 at the paper's "
-                       "rate: every other stage kind chosen on it by the same rule"))
 
 
 def training_tables(t: dict[str, pd.DataFrame], by: tuple[str, ...] = ("run", "stage")) -> None:

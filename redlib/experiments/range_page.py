@@ -28,7 +28,7 @@ def run_all(cfg: RangeTaskConfig, bb: Backbone, store: Store, title: str, evalua
     choice = stage1_runs.choose(cfg, bb, store)
     tables, first = [], None
     for st, s in ranges.every_run(cfg, title):
-        run = ranges.run(cfg, s, st, bb, store, ranges.lrs_for(choice, st))
+        run = ranges.run(cfg, s, st, bb, store, ranges.lrs_for(choice, st, cfg.lr))
         tables.append(evaluate(run))  # right after the run: bb holds this run's trained blocks
         first = first or run
     return ranges.stack(tables) | (extra or {}) | ranges.selection_tables(choice), first

@@ -65,7 +65,7 @@ class Setting:
     def description(self) -> str:
         """Long name, for the ledger's extension columns."""
         return (SPLIT_LABELS[self.split] + (", digit-spaced numbers" if self.number_format == "digits" else "")
-                + (", stage 1 at the paper's learning rate, every other stage kind chosen on it"
+                + (", stage 1 at the paper's learning rate, every other stage kind at the protocol's rates"
                    if self.stage1 == STAGE1_PAPER else ""))
 
 
@@ -97,8 +97,10 @@ class RangeTaskConfig:
                                            '4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250')
     extension_seeds: int = param(1, "seeds each extension setting runs (the claims' setting runs n_seeds)")
     stage1_paper_beside: bool | None = param(None, "also run the claims' setting with stage 1 at the paper's rate "
-                                                   "(`lr`) and every other stage kind chosen on it, on all n_seeds, as "
-                                                   "an extension")
+                                                   "(`lr`) and every other stage kind at the rates the protocol chose, "
+                                                   "as an extension")
+    stage1_beside_seeds: int = param(1, "seeds the stage-1 extension runs (the first ones; the claims' setting runs "
+                                        "n_seeds)")
 
     SIZES: ClassVar[dict[str, tuple[int, int, int]]] = SIZES
     NAMESPACE: ClassVar[str] = ""  # the task's stage-cache namespace ("task1", "task2")
@@ -107,8 +109,8 @@ class RangeTaskConfig:
         super().check()
         if self.k_trainable < 0:
             raise ParameterError(f"parameter 'k_trainable' must be >= 0, got {self.k_trainable}")
-        self.require_positive("extension_seeds")
-        self.require_at_most(MAX_SEEDS, "extension_seeds")
+        self.require_positive("extension_seeds", "stage1_beside_seeds")
+        self.require_at_most(MAX_SEEDS, "extension_seeds", "stage1_beside_seeds")
 
     def preflight(self) -> None:
         """The backbone folder holds a model with at least k_trainable blocks; the device exists."""
@@ -139,11 +141,12 @@ class RangeTaskConfig:
         return next((st.description for st in self.settings if st.stage1 == STAGE1_PAPER), None)
 
     def seeds_for(self, setting: Setting) -> list[int]:
-        """The seeds a setting runs: all `n_seeds` on the claims' setting (the paper's protocol) and on the stage-1
-        extension (the paper's stage-1 rate under that protocol: its verdicts are read beside the claims'), the first
-        `extension_seeds` on each other extension."""
-        paper = setting == self.settings[0] or setting.stage1 == STAGE1_PAPER
-        return list(range(self.seed, self.seed + (len(self.seeds) if paper else self.extension_seeds)))
+        """The seeds a setting runs: all `n_seeds` on the claims' setting (the paper's protocol), the first
+        `stage1_beside_seeds` on the stage-1 extension and the first `extension_seeds` on each other extension."""
+        if setting == self.settings[0]:
+            return self.seeds
+        n = self.stage1_beside_seeds if setting.stage1 == STAGE1_PAPER else self.extension_seeds
+        return list(range(self.seed, self.seed + n))
 
     def runs_label(self) -> str:
         """Which seeds run on which setting, in words: the paper's protocol first, then the extensions."""
@@ -152,7 +155,7 @@ class RangeTaskConfig:
         beside = [st for st in ext if st.stage1 == STAGE1_PAPER]
         ext = [st for st in ext if st not in beside]
         if beside:
-            text += f", and on it with stage 1 at the paper's rate ({beside[0].label})"
+            text += f"; seeds {self.seeds_for(beside[0])} with stage 1 at the paper's rate ({beside[0].label})"
         if ext:
             text += (f"; seeds {self.seeds_for(ext[0])} on each other extension ({', '.join(st.label for st in ext)}; "
                      "`extension_seeds` runs more)")
@@ -252,11 +255,10 @@ def run_on(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: 
 
 
 def choose_on(cfg: RedConfig, namespace: str, frames: dict[str, pd.DataFrame], key: dict, bb: Backbone, store: Store,
-              domain: Domain = RANGES, stage1_lr: float | None = None) -> LrChoice:
-    """Every stage kind's learning rate, chosen on the validation loss of these frames (`red/selection.py`); stage 1
-    at `stage1_lr` if given."""
+              domain: Domain = RANGES) -> LrChoice:
+    """Every stage kind's learning rate, chosen on the validation loss of these frames (`red/selection.py`)."""
     data, texts = task_data(namespace, frames, key, domain)
-    return selection.select(cfg, data, TextEncoder(bb, texts, store, namespace), store, cfg.seed, stage1_lr)
+    return selection.select(cfg, data, TextEncoder(bb, texts, store, namespace), store, cfg.seed)
 
 
 def run(cfg: RangeTaskConfig, seed: int, setting: Setting, bb: Backbone, store: Store,
@@ -265,29 +267,20 @@ def run(cfg: RangeTaskConfig, seed: int, setting: Setting, bb: Backbone, store: 
     return run_on(cfg, cfg.NAMESPACE, seed, setting, *cfg.frames(seed, setting), bb, store, lrs=lrs)
 
 
-def choose(cfg: RangeTaskConfig, bb: Backbone, store: Store, beside: bool = True) -> LrChoice:
-    """A range task's learning rate per stage kind, chosen on validation loss (the first seed, the claims' setting);
-    with the stage-1 extension (and `beside`), the same choice with stage 1 at the paper's rate as `.beside`."""
-    frames = cfg.frames(cfg.seed, cfg.settings[0])
-    choice = choose_on(cfg, cfg.NAMESPACE, *frames, bb, store)
-    if beside and cfg.stage1_beside():
-        choice.beside = choose_on(cfg, cfg.NAMESPACE, *frames, bb, store, stage1_lr=cfg.lr)
-    return choice
+def choose(cfg: RangeTaskConfig, bb: Backbone, store: Store) -> LrChoice:
+    """A range task's learning rate per stage kind, chosen on validation loss (the first seed, the claims' setting)."""
+    return choose_on(cfg, cfg.NAMESPACE, *cfg.frames(cfg.seed, cfg.settings[0]), bb, store)
 
 
-def lrs_for(choice: LrChoice, setting: Setting) -> dict[str, float]:
-    """The learning rates a setting's runs train at: the page's choice, or for the stage-1 extension the choice made
-    with stage 1 at the paper's rate."""
-    if setting.stage1 == STAGE1_PAPER:
-        if choice.beside is None:
-            raise ValueError("the stage-1 extension needs the choice made beside it: ranges.choose(..., beside=True)")
-        return choice.beside.lrs
-    return choice.lrs
+def lrs_for(choice: LrChoice, setting: Setting, paper_lr: float) -> dict[str, float]:
+    """The learning rates a setting's runs train at: the page's choice; for the stage-1 extension, stage 1 at the
+    paper's rate `paper_lr` and every other kind at the choice's."""
+    return {**choice.lrs, "stage1": paper_lr} if setting.stage1 == STAGE1_PAPER else choice.lrs
 
 
 def selection_tables(choice: LrChoice) -> dict[str, pd.DataFrame]:
-    """The result tables of a page's learning-rate choice: `lr_selection`, and `lr_selection_stage1_paper` beside it."""
-    return {"lr_selection": choice.table} | ({"lr_selection_stage1_paper": choice.beside.table} if choice.beside else {})
+    """The result table of a page's learning-rate choice: `lr_selection`."""
+    return {"lr_selection": choice.table}
 
 
 def evaluate(r: RangeRun, subsets: dict[str, np.ndarray] | None = None) -> dict[str, pd.DataFrame]:

@@ -99,13 +99,14 @@ def time_table(times: pd.DataFrame) -> pd.DataFrame:
 
 
 def timed_runs(params: dict) -> int:
-    """Runs a page made, from its recorded parameters: n_seeds on the claims' setting and on the stage-1 extension,
-    and `extension_seeds` (all n_seeds before that parameter existed) on each further split or digit variant."""
+    """Runs a page made, from its recorded parameters: n_seeds on the claims' setting, `stage1_beside_seeds` on the
+    stage-1 extension (n_seeds before that parameter existed), and `extension_seeds` (all n_seeds before that
+    parameter existed) on each further split or digit variant."""
     settings = [v for k in ("splits_reported", "digits_variant_on") for v in str(params.get(k) or "none").split(",")]
     n = int(params.get("n_seeds") or 1)
     extensions = max(1, sum(v != "none" for v in settings)) - 1
     beside = bool(params.get("stage1_paper_beside")) and str(params.get("head_lr_grid")) != "none"
-    return n * (1 + beside) + extensions * int(params.get("extension_seeds") or n)
+    return n + beside * int(params.get("stage1_beside_seeds") or n) + extensions * int(params.get("extension_seeds") or n)
 
 
 def claims(c: pd.DataFrame, times: pd.DataFrame, backbone: str) -> dict[str, dict]:

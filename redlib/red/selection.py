@@ -43,7 +43,6 @@ class LrChoice:
 
     lrs: dict[str, float] = field(default_factory=dict)  # kind -> lr ({}: the config's lr and head_lr)
     table: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per (kind, lr tried)
-    beside: LrChoice | None = None  # the same selection with stage 1 held at the paper's rate (a labelled extension)
 
 
 def kinds(cfg: RedConfig) -> list[tuple[str, ...]]:
@@ -57,20 +56,16 @@ def next_rate(lr: float) -> float:
     return float(f"{(3 if lr / 10 ** e < 2.5 else 10) * 10 ** e:.1g}")
 
 
-def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int,
-           stage1_lr: float | None = None) -> LrChoice:
+def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int) -> LrChoice:
     """Each stage kind's learning rate from `cfg.lr_grid()`, chosen on this seed's validation loss; a kind whose best
-    rate is the largest tried is tried one rate up (`next_rate`), up to `cfg.head_lr_extend` times. With `stage1_lr`,
-    stage 1 is not chosen but trained at that rate, and the later rounds choose on it."""
+    rate is the largest tried is tried one rate up (`next_rate`), up to `cfg.head_lr_extend` times."""
     grid = cfg.lr_grid()
     if not grid:
         return LrChoice()
-    chosen: dict[str, float] = {} if stage1_lr is None else {"stage1": stage1_lr}
-    base = None if stage1_lr is None else _stage1(cfg, data, encoder, store, seed, stage1_lr)
+    chosen: dict[str, float] = {}
+    base: Stages | None = None  # stage 1 at its chosen rate, with the features (after the first round)
     rows = []
     for kinds_ in kinds(cfg):
-        if "stage1" in chosen and kinds_ == ("stage1",):
-            continue
         tried, seconds = [], {}
         for lrs in [{k: lr for k in kinds_} for lr in grid]:
             tried += _attempt(cfg, data, encoder, store, seed, base, chosen, lrs, seconds)

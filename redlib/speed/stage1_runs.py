@@ -47,7 +47,7 @@ def grid_runs(cfg: RangeTaskConfig) -> list[Stage1Run]:
 
 def page_runs(cfg: RangeTaskConfig, choice: LrChoice) -> list[Stage1Run]:
     """Every (setting, seed) the page runs, at the stage-1 rate it trains at (the choice, or the config's `lr`)."""
-    return [(st, seed, ranges.lrs_for(choice, st).get("stage1", cfg.lr))
+    return [(st, seed, ranges.lrs_for(choice, st, cfg.lr).get("stage1", cfg.lr))
             for st in cfg.settings for seed in cfg.seeds_for(st)]
 
 
