@@ -19,15 +19,19 @@
 # number this book measured (read from the result files the notebooks wrote, mean over seeds),
 # and a verdict computed by rule from the claim's kind:
 #
-# - **value**: holds when every seed lies within 0.05 of the paper's number (for per-range lists:
-#   every range's mean); partly when some do;
+# - **value**: holds when every seed lies within 0.05 of the paper's number (for per-range lists and
+#   per-case claims: every number of every seed); partly when some do; the row says whether ours lie above
+#   or below the paper's;
 # - **order**: holds when every compared pair is decided the claimed way by paired seeds (the mean
-#   per-seed difference exceeds its standard deviation); a difference inside that spread is a **tie**
-#   (partly), one decided the other way does not hold. Orders recorded without per-seed values (runs
-#   before this rule) keep the older reading: holds in every seed, partly in some seeds or the mean;
-# - **bound**: holds when every seed lies inside the stated range; partly when some do. Where our measure is only
-#   an upper bound of the quantity (peak memory, the per-process peaks summed), a value above the ceiling is
-#   inconclusive (partly, with a note): it cannot show that the claim fails.
+#   per-seed difference exceeds its sample standard deviation); a difference inside that spread is a
+#   **tie** (partly), one decided the other way does not hold. Orders measured without paired scores
+#   hold in every seed, or partly in some seeds or the mean;
+# - **bound**: holds when every seed lies inside the stated range; partly when some do.
+#
+# Two verdicts say the claim could not be judged here, and count apart: **untestable here** (a tie whose
+# two sides both sit at 0.995 or above, or an upper bound of the quantity above the claim's ceiling:
+# neither can show the claim fails) and **not comparable** (training hours and peak memory measured on a
+# 2-core CPU with MiniLM, against the paper's GPU with Qwen3-0.6B: our figure is shown, no verdict drawn).
 #
 # Claims no notebook measures yet say **not measured**. Each measured row links to the section
 # of the page that measured it. Every verdict is judged under the paper's own protocol; where we
@@ -47,7 +51,8 @@ from IPython.display import HTML, Markdown, display
 from redlib.book import ledger, pages, plots
 
 cfg, results = pages.start("claims_ledger", globals())
-table = ledger.table(ledger.collect(cfg.results_dir, cfg.profile))
+collected = ledger.collect(cfg.results_dir, cfg.profile)
+table = ledger.table(collected)
 counts = ledger.summary(table)
 results.table("ledger", table)
 display(HTML(ledger.summary_html(counts)))
@@ -55,15 +60,17 @@ display(HTML(ledger.summary_html(counts)))
 # %% [markdown]
 # ## Verdicts that changed since the previous publication
 #
-# Order claims are now decided by paired seeds: "A > B" holds only when the mean of the per-seed differences
-# exceeds their spread (standard deviation); a smaller difference is a **tie**, counted as partly, and a tie
-# where both sides sit at 0.995 or above is untestable at that ceiling. The table lists every claim whose verdict
-# moved, with the cause.
+# Order claims are decided by paired seeds: "A > B" holds only when the mean of the per-seed differences
+# exceeds their spread (sample standard deviation); a smaller difference is a **tie**, counted as partly,
+# and a claim whose only ties have both sides at 0.995 or above is **untestable here**: at that ceiling no
+# order can show. Claims of several numbers (per range, per domain, per case) are judged seed by seed as
+# scalar ones are, and a quantity measured on other hardware and another backbone is **not comparable**.
+# The table lists every claim whose verdict moved, with the cause.
 
 # %% tags=["hide-input"]
 from redlib.core.runtime import project_root
 
-moved = ledger.changes(table, project_root() / "results" / "verdicts_before.csv")
+moved = ledger.changes(table, project_root() / "results" / "verdicts_before.csv", collected)
 results.table("changes", moved)
 if len(moved):
     display(plots.styled(moved, hide_index=True, caption="Verdicts that changed, and why"))

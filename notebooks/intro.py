@@ -92,7 +92,10 @@ display(Markdown(":::{table} Each part of the paper: its page, its claims, and h
 #
 # Each page opens with the paper's question, runs the experiment over several seeds, and ends with
 # what we found. Claims are judged per seed, by rule: **holds** in every seed, **partly** in some
-# (or in the mean), **does not hold** otherwise; value claims use a tolerance of 0.05. A
+# (or in the mean), **does not hold** otherwise; value claims use a tolerance of 0.05. **Untestable
+# here** marks a claim this setting cannot test (two methods tied at the 0.995 ceiling), **not
+# comparable** a quantity measured on other hardware and another backbone. Every spread is the
+# sample standard deviation over seeds (n - 1 in the denominator). A
 # provenance box at the end of each page says which profile, seeds and commit produced it, and how
 # long it took.
 #

@@ -1,5 +1,6 @@
 import json
 
+import pandas as pd
 import pytest
 
 from redlib.book import ledger
@@ -51,7 +52,8 @@ def test_every_claim_gets_a_row_and_a_verdict_by_rule(fake_results):
         assert df.loc[cid, "verdict"] == v, cid
     assert df.loc["t2.red.acc", "ours"] == "not measured"
     assert df.loc["t1.red.acc", "measured on"] == "backbone embedded, split pairs"
-    assert df.loc["t1.red.acc", "spread over seeds"] == "± 0.010 (2 seeds, each seed its own data)"
+    assert df.loc["t1.red.acc", "spread over seeds"] == "± 0.014 (2 seeds, each seed its own data)"  # sample sd
+    assert df.loc["t1.global.acc", "miss"] == "below" and df.loc["t1.red.acc", "miss"] == ""
     assert (df["verdict"] != "").all()
 
 
@@ -99,7 +101,7 @@ def test_an_order_inside_the_seeds_spread_is_a_tie_not_an_order():
 
     claim = {"kind": "order", "paper": None}
     tied = measure.ordering(pd.DataFrame({"RED": [1.0, 1.0, 1.0], "MoE": [1.0, 1.0, 1.0]}), ["RED", "MoE"])
-    assert ledger.verdict(claim, tied) == "partly" and "untestable" in ledger.note(claim, tied)
+    assert ledger.verdict(claim, tied) == "untestable here" and "at the ceiling" in ledger.note(claim, tied)
     noisy = measure.ordering(pd.DataFrame({"RED": [0.80, 0.70, 0.90], "MoE": [0.75, 0.78, 0.80]}), ["RED", "MoE"])
     assert noisy["mean_holds"] and ledger.verdict(claim, noisy) == "partly" and ledger.note(claim, noisy).startswith("tie")
     clear = measure.ordering(pd.DataFrame({"RED": [0.90, 0.92, 0.91], "MoE": [0.80, 0.81, 0.79]}), ["RED", "MoE"])
@@ -129,7 +131,7 @@ def test_an_upper_bound_above_a_ceiling_is_inconclusive_not_a_failure():
 
     claim = {"kind": "bound", "paper": "< 6.5 GB"}
     above = measure.bound([10.1], 0.0, 6.5, upper_bound=True)
-    assert ledger.verdict(claim, above) == "partly" and ledger.note(claim, above).startswith("inconclusive")
+    assert ledger.verdict(claim, above) == "untestable here" and ledger.note(claim, above).startswith("inconclusive")
     below = measure.bound([4.2], 0.0, 6.5, upper_bound=True)
     assert ledger.verdict(claim, below) == "holds" and ledger.note(claim, below) == ""
     measured = measure.bound([10.1], 0.0, 6.5)  # the quantity itself, not a bound of it: above the ceiling fails
@@ -146,3 +148,43 @@ def test_the_verdicts_an_extension_would_change_are_named_with_both_verdicts():
     assert ledger.verdicts_beside(measured, "alike") == "no verdict differs"
     assert ledger.verdicts_beside(measured, "other") == "not measured"
     assert ledger.verdicts_beside(measured, None) == "not run"
+
+
+def test_a_tie_below_the_ceiling_beside_one_at_it_is_partly_not_untestable():
+    from redlib.core import measure
+
+    claim = {"kind": "order", "paper": None}
+    acc = pd.DataFrame({"RED": [1.0, 1.0, 1.0], "MoE": [1.0, 1.0, 1.0], "head": [0.99, 0.6, 0.98]})
+    entry = measure.ordering(acc, ["RED", "MoE", "head"])
+    assert ledger.verdict(claim, entry) == "partly"
+
+
+def test_claims_of_several_numbers_are_judged_seed_by_seed():
+    """One seed far off and the mean far off: per seed, the close seed still counts (partly), not the mean alone."""
+    claim = {"kind": "value", "paper": {"all": 0.99, "2": 0.99}}
+    entry = {"value": {"all": 0.75, "2": 0.8}, "per_seed": [{"all": 0.99, "2": 1.0}, {"all": 0.51, "2": 0.6}]}
+    assert ledger.verdict(claim, entry) == "partly"
+    assert ledger.verdict(claim, {**entry, "per_seed": [{"all": 0.5, "2": 0.6}] * 2}) == "does not hold"
+    ranges = {"kind": "value", "paper": [0.9, 0.9]}
+    assert ledger.verdict(ranges, {"value": [0.9, 0.9], "per_seed": [[0.9, 0.9], [0.9, 0.5]]}) == "partly"
+    assert ledger.miss(ranges, {"value": [0.9, 0.7], "per_seed": [[0.9, 0.9], [0.9, 0.5]]}) == "below"
+
+
+def test_a_quantity_measured_on_other_hardware_is_not_comparable_and_still_shown(fake_results):
+    claims = load_claims()
+    entry = {"value": {"total_hours": 0.2}, "per_seed": [{"total_hours": 0.2}]}
+    assert ledger.verdict(claims["eff.train_time"], entry) == "not comparable"
+    assert ledger.note(claims["eff.train_time"], entry).startswith("not comparable: CPU hours")
+    assert ledger.miss(claims["eff.train_time"], entry) == ""
+
+
+def test_changes_name_the_ledgers_own_rules_as_causes(tmp_path):
+    before = tmp_path / "before.csv"
+    pd.DataFrame([{"id": "eff.train_time", "verdict": "does not hold", "published_at": "x"},
+                  {"id": "sd.red.acc", "verdict": "does not hold", "published_at": "x"}]).to_csv(before, index=False)
+    entry = {"value": {"all": 0.75}, "per_seed": [{"all": 0.99}, {"all": 0.51}], "notebook": "step_decomposition"}
+    now = pd.DataFrame([{"id": "eff.train_time", "verdict": "not comparable", "note": "", "notebook": "robustness_and_cost"},
+                        {"id": "sd.red.acc", "verdict": "partly", "note": "", "notebook": "step_decomposition"}])
+    causes = ledger.changes(now, before, {"sd.red.acc": entry}).set_index("id")["cause"]
+    assert causes["eff.train_time"].startswith("the ledger's rule: our figure")
+    assert causes["sd.red.acc"] == ledger.PER_SEED_CAUSE

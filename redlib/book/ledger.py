@@ -1,9 +1,12 @@
 """The claims ledger: every claim of the paper joined with what the notebooks measured, and a verdict by rule.
 
 This is the only place a measurement becomes a verdict: the ledger page and each page's own claims table
-both call `verdict`. Verdicts come from the claim's kind: `value` (within a tolerance of the paper's
-number), `order` (the ordering holds in every seed / in some seeds or the mean / not), `bound` (inside the
-stated range). A claim no notebook measured yet is "not measured", never blank.
+both call `verdict`. Verdicts come from the claim's kind, every one judged seed by seed: `value` (each seed, and
+each number of a per-range or per-case claim, within a tolerance of the paper's number), `order` (each compared
+pair decided the claimed way by paired seeds, a difference inside their spread being a tie), `bound` (each seed
+inside the stated range). A claim the setting cannot test (a tie at the ceiling, an upper bound above a ceiling) is
+"untestable here"; a quantity measured on other hardware and another backbone than the paper's is "not
+comparable" (our figure still shown); a claim no notebook measured yet is "not measured", never blank.
 """
 
 from __future__ import annotations
@@ -14,12 +17,20 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..core.claims import VALUE_TOL, bound_verdict, load_claims, order_verdict, paired_order_verdict, value_verdict
+from ..core.claims import (CEILING, VALUE_TOL, bound_verdict, direction, elementwise_verdict, load_claims,
+                           order_verdict, paired_order_verdict, value_verdict)
 from .pages import BY_NAME, PAGES
 from .results import read
 
-VERDICTS = ("holds", "partly", "does not hold", "not measured")
-COLOURS = {"holds": "#c8e6c9", "partly": "#fff3c4", "does not hold": "#ffcdd2", "not measured": "#e0e0e0"}
+VERDICTS = ("holds", "partly", "does not hold", "untestable here", "not comparable", "not measured")
+COLOURS = {"holds": "#c8e6c9", "partly": "#fff3c4", "does not hold": "#ffcdd2", "untestable here": "#d4e4f4",
+           "not comparable": "#e6dcef", "not measured": "#e0e0e0"}
+# claims whose quantity we measure on other hardware and another backbone than the paper's: the figure is shown,
+# no verdict is drawn from it
+NOT_COMPARABLE = {"eff.train_time": "CPU hours of MiniLM-L6 on 2 cores against the paper's hours of Qwen3-0.6B on an "
+                                    "RTX 3060 Ti",
+                  "eff.peak_memory": "the CPU memory of a page and its workers against the paper's accelerator memory "
+                                     "for Qwen3-0.6B"}
 
 
 def collect(results_root: str | os.PathLike, profile: str = "full", claims_file=None) -> dict[str, dict[str, Any]]:
@@ -56,6 +67,8 @@ def verdict(claim: dict[str, Any], entry: dict[str, Any] | None, tol: float = VA
     """The verdict of one claim by the rule of its kind (see the module docstring)."""
     if entry is None:
         return "not measured"
+    if claim.get("id") in NOT_COMPARABLE:
+        return "not comparable"
     kind, paper, per_seed = claim["kind"], claim["paper"], _per_seed(entry)
     if kind == "order":
         if entry.get("pairs"):  # per-seed values: a difference inside the seeds' spread is a tie, not an order
@@ -64,20 +77,12 @@ def verdict(claim: dict[str, Any], entry: dict[str, Any] | None, tol: float = VA
     if kind == "bound":
         bound = _bound(entry, paper)
         if bound and inconclusive_ceiling(entry, bound):
-            return "partly"  # an upper bound above the ceiling: the real value may still be under it
+            return "untestable here"  # an upper bound above the ceiling: the real value may still be under it
         return bound_verdict(per_seed, *bound) if bound else "not measured"
     if isinstance(paper, (int, float)):
         return value_verdict(per_seed, float(paper), tol)
-    if isinstance(paper, list):  # per range / per domain: compare the mean over seeds element-wise
-        mean = np.asarray(entry["value"], dtype=float)
-        inside = np.abs(mean - np.asarray(paper, dtype=float)) <= tol
-        return "holds" if inside.all() else "partly" if inside.any() else "does not hold"
-    if isinstance(paper, dict) and isinstance(entry.get("value"), dict):  # per named case (all, 2, 3, 4 steps ...)
-        shared = [k for k in paper if k in entry["value"]]
-        inside = np.array([bool(np.all(np.abs(np.asarray(entry["value"][k], float) - np.asarray(paper[k], float)) <= tol))
-                           for k in shared])
-        if len(inside):
-            return "holds" if inside.all() else "partly" if inside.any() else "does not hold"
+    if isinstance(paper, list) or (isinstance(paper, dict) and isinstance(entry.get("value"), dict)):
+        return elementwise_verdict(per_seed, paper, tol)  # per range / domain / named case, seed by seed
     return "not measured"
 
 
@@ -134,7 +139,7 @@ def _spread(entry: dict[str, Any]) -> str:
     per_seed = entry.get("per_seed")
     if not per_seed or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in per_seed):
         return ""
-    sd = float(np.std(per_seed))
+    sd = float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else 0.0  # the sample sd, as every page's tables
     params = (entry.get("provenance") or {}).get("parameters", {})
     if len(per_seed) < 2:
         what = "one seed"
@@ -165,9 +170,21 @@ def table(collected: dict[str, dict[str, Any]], claims_file=None, tol: float = V
             "spread over seeds": _spread(entry) if entry else "",
             "measured on": on, "notebook": entry["notebook"] if entry else "",
             "extension": extension(claim, entry, tol) if entry else "",
-            "note": note(claim, entry) if entry else "",
+            "miss": miss(claim, entry, tol) if entry else "",
+            "note": note(claim, entry, collected) if entry else "",
         })
     return pd.DataFrame(rows)
+
+
+def miss(claim: dict[str, Any], entry: dict[str, Any], tol: float = VALUE_TOL) -> str:
+    """Where a value claim that does not hold misses: ours 'above', 'below' or on 'both sides' of the paper's
+    numbers (over every seed and case); '' for a claim that holds or is not a numeric value claim."""
+    if claim["kind"] != "value" or verdict(claim, entry, tol) in ("holds", "not comparable", "not measured"):
+        return ""
+    paper = claim["paper"]
+    if isinstance(paper, list) and len(paper) == 2 and not isinstance(entry.get("value"), list):
+        return ""  # a range, not a per-range list
+    return direction(_per_seed(entry), paper)
 
 
 def inconclusive_ceiling(entry: dict[str, Any], bound: tuple[float, float]) -> bool:
@@ -176,18 +193,36 @@ def inconclusive_ceiling(entry: dict[str, Any], bound: tuple[float, float]) -> b
     return bool(entry.get("upper_bound")) and any(float(v) > bound[1] for v in _per_seed(entry))
 
 
-def note(claim: dict[str, Any], entry: dict[str, Any]) -> str:
-    """What a verdict rests on when it is not plain: an order decided as a tie (the difference inside the spread
-    of the seeds' paired differences), an order the rule could not test for ties (no per-seed values), or an upper
-    bound above a ceiling (inconclusive)."""
-    if claim["kind"] == "bound" and (bound := _bound(entry, claim["paper"])) and inconclusive_ceiling(entry, bound):
-        return (f"inconclusive: {_fmt(entry.get('value'))} is an upper bound of the quantity, above the ceiling "
-                f"{_fmt(bound[1])}; it cannot show the claim fails")
-    if claim["kind"] != "order":
-        return ""
-    if entry.get("pairs"):
-        return paired_order_verdict(entry["pairs"])[1]
-    return "per-seed values not recorded: ties not tested (a run before the tie rule)"
+def note(claim: dict[str, Any], entry: dict[str, Any], collected: dict[str, dict[str, Any]] | None = None) -> str:
+    """What a verdict rests on when it is not plain: a quantity not comparable with the paper's, an order decided
+    as a tie (the difference inside the spread of the seeds' paired differences), an order judged without paired
+    scores, an upper bound above a ceiling, or a setting whose test scores sit at the ceiling."""
+    words = []
+    if claim.get("id") in NOT_COMPARABLE:
+        words.append(f"not comparable: {NOT_COMPARABLE[claim['id']]}")
+    elif claim["kind"] == "bound" and (bound := _bound(entry, claim["paper"])) and inconclusive_ceiling(entry, bound):
+        words.append(f"inconclusive: {_fmt(entry.get('value'))} is an upper bound of the quantity, above the ceiling "
+                     f"{_fmt(bound[1])}; it cannot show the claim fails")
+    elif claim["kind"] == "order" and entry.get("pairs"):
+        words.append(paired_order_verdict(entry["pairs"])[1])
+    elif claim["kind"] == "order":
+        words.append("judged on whether the ordering holds in each seed: this measurement records no paired scores, "
+                     "so a tie is not tested")
+    own = entry.get("value")
+    at_top = isinstance(own, (int, float)) and not isinstance(own, bool) and own >= CEILING
+    if (at_top or claim.get("id") in HEADROOM) and (top := _task1_ceiling(entry, collected or {})) is not None:
+        words.append(f"measured on Task 1's iid test, at the ceiling here (RED {top:.3f}: the test re-asks questions "
+                     "seen in training)" + (f": {HEADROOM[claim['id']]}" if claim.get("id") in HEADROOM else ""))
+    return "; ".join(w for w in words if w)
+
+
+def _task1_ceiling(entry: dict[str, Any], collected: dict[str, dict[str, Any]]) -> float | None:
+    """RED's Task 1 accuracy when a claim is measured on Task 1's iid split and that split sits at the ceiling."""
+    red = collected.get("t1.red.acc") or {}
+    on_task1 = entry.get("task") == "Task 1" or entry.get("notebook") == "task1_addition"
+    if on_task1 and entry.get("split", entry.get("run", "iid")) == "iid" and isinstance(red.get("value"), (int, float)):
+        return float(red["value"]) if float(red["value"]) >= CEILING else None
+    return None
 
 
 def extension(claim: dict[str, Any], entry: dict[str, Any], tol: float = VALUE_TOL) -> str:
@@ -199,8 +234,9 @@ def extension(claim: dict[str, Any], entry: dict[str, Any], tol: float = VALUE_T
                      for label, e in entry.get("extensions", {}).items())
 
 
-# What each page's re-run in this re-publication changed (prose; the numbers are in the pages). A page not named
-# here and re-run gets "re-measured".
+# What each page's re-run in the last re-publication changed, in a few words (prose; the numbers are in the pages),
+# keyed by notebook; each re-publication rewrites it, after saving the verdicts it replaces in
+# results/verdicts_before.csv. A page not named here and re-run gets "re-measured".
 _RERUN = ("re-run on this machine (AMD EPYC, oneDNN fp32 kernels; the page was published before from an Intel Xeon "
           "with MKL)")
 _LEVERS = " at the speed levers' code"
@@ -217,20 +253,41 @@ REPUBLICATION_CAUSES = {
     "routing_heatmaps": _RERUN,
     "robustness_and_cost": "re-measured on the re-run stages of Task 1, Task 2 and MNIST, on this machine",
     "step_decomposition": f"re-run{_LEVERS} (its claims were the same bit for bit in the cold bench)"}
+# the ledger's own rules, as causes of a changed verdict
+RULE_CAUSES = {"untestable here": "the ledger's rule: a tie at the ceiling, or an upper bound above it, cannot test "
+                                  "the claim (counted apart, no longer as partly)",
+               "not comparable": "the ledger's rule: our figure is measured on other hardware and another backbone"}
+PER_SEED_CAUSE = "the ledger's rule: every number of the claim judged seed by seed (before: the mean over seeds)"
+# claims whose measurement on a saturated setting says little, and where the book measures them with headroom
+HEADROOM = {"mod.plug_in": "changes of 0.000 on domains already at 1.000 say little; the MNIST extension, with headroom, "
+                           "is where a plug-in change can show on other domains"}
 
 
-def changes(df: pd.DataFrame, before: str | os.PathLike) -> pd.DataFrame:
+def changes(df: pd.DataFrame, before: str | os.PathLike, collected: dict[str, dict[str, Any]] | None = None,
+            claims_file=None) -> pd.DataFrame:
     """Each claim whose verdict differs from the previous publication's (`before`: id, verdict, published_at), with
-    the cause in a few words: a tie under the paired rule, or the page's re-run."""
-    old = pd.read_csv(before)
+    the cause in a few words: one of the ledger's rules, a tie under the paired rule, or the page's re-run."""
+    old, claims = pd.read_csv(before), load_claims(claims_file)
     merged = df.merge(old[["id", "verdict", "published_at"]], on="id", suffixes=("", " before"), how="left")
     moved = merged[merged["verdict"] != merged["verdict before"]]
-    cause = [("tie: the difference is inside the seeds' spread" if str(n).startswith("tie") else
-              "an upper bound above the ceiling: inconclusive" if str(n).startswith("inconclusive") else
-              REPUBLICATION_CAUSES.get(nb, "re-measured") if nb else "not measured now")
-             for n, nb in zip(moved.get("note", [""] * len(moved)), moved["notebook"])]
+    before_ = dict(zip(moved["id"], moved["verdict before"]))
+    entries = collected or {}
+
+    def cause(cid: str, now: str, note_: str, nb: str) -> str:
+        paper = claims[cid]["paper"] if cid in claims else None
+        if now in RULE_CAUSES:
+            return RULE_CAUSES[now]
+        if str(note_).startswith("tie"):
+            return "tie: the difference is inside the seeds' spread"
+        if (cid in claims and claims[cid]["kind"] == "value" and isinstance(paper, (dict, list))
+                and cid in entries and elementwise_verdict([entries[cid]["value"]], paper, VALUE_TOL) == before_[cid]):
+            return PER_SEED_CAUSE  # the mean-over-seeds rule would still say what the previous publication said
+        return REPUBLICATION_CAUSES.get(nb, "re-measured") if nb else "not measured now"
+
+    causes = [cause(c, v, n, nb) for c, v, n, nb in zip(moved["id"], moved["verdict"],
+                                                        moved.get("note", [""] * len(moved)), moved["notebook"])]
     return pd.DataFrame({"id": moved["id"], "before": moved["verdict before"].fillna("not in the ledger"),
-                         "now": moved["verdict"], "cause": cause,
+                         "now": moved["verdict"], "cause": causes,
                          "previous publication": moved["published_at"]}).reset_index(drop=True)
 
 
@@ -273,7 +330,8 @@ def status(collected: dict[str, dict[str, Any]], claims_file=None) -> pd.DataFra
         ids = [cid for cid, c in claims.items() if c["group"] in groups]
         done = [verdict(claims[cid], collected[cid]) for cid in ids if cid in collected]
         rows.append({"paper": sections, "page": where, "claims": len(ids), "measured": len(done),
-                     "hold": done.count("holds"), "partly": done.count("partly"), "do not hold": done.count("does not hold")})
+                     "hold": done.count("holds"), "partly": done.count("partly"), "do not hold": done.count("does not hold"),
+                     "untestable or not comparable": done.count("untestable here") + done.count("not comparable")})
     return pd.DataFrame(rows)
 
 
@@ -295,8 +353,9 @@ def table_html(df: pd.DataFrame) -> str:
     shown["ours"] += ["<br><small>" + "; ".join(p for p in (s, on) if p) + "</small>" if s or on else ""
                       for s, on in zip(df["spread over seeds"], df["measured on"])]
     shown["ours"] += [f"<br><small><i>extension</i> - {x}</small>" if x else "" for x in df["extension"]]
-    shown["ours"] += [f"<br><small><b>{n.partition(':')[0]}</b>:{n.partition(':')[2]}</small>" if n.startswith("tie") else ""
-                      for n in df.get("note", pd.Series([""] * len(df)))]
+    shown["ours"] += [f"<br><small>ours {m} the paper's</small>" if m else "" for m in df.get("miss", [""] * len(df))]
+    shown["ours"] += [f"<br><small><b>{n.partition(':')[0]}</b>:{n.partition(':')[2]}</small>" if ":" in n else
+                      (f"<br><small>{n}</small>" if n else "") for n in df.get("note", pd.Series([""] * len(df)))]
     shown = shown[["id", "verdict", "claim", "paper", "ours"]]
     sty = shown.style.hide(axis="index").map(_verdict_css, subset=["verdict"])
     sty = sty.set_uuid("ledger").set_caption("Every claim of the paper: the paper's number, ours, and the verdict")

@@ -58,6 +58,47 @@ def value_verdict(per_seed, paper: float, tol: float) -> str:
     return bound_verdict(per_seed, paper - tol, paper + tol)
 
 
+def flat(value: Any) -> list[float]:
+    """The numbers of a measurement in a fixed order: a number, a list (per range), or a dict of either (per named
+    case), flattened."""
+    if isinstance(value, dict):
+        return [x for k in sorted(value) for x in flat(value[k])]
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in flat(v)]
+    return [float(value)]
+
+
+def elementwise_verdict(per_seed: list[Any], paper: Any, tol: float) -> str:
+    """A `value` claim of several numbers (per range, per domain, per named case), judged seed by seed as a scalar
+    claim is: 'holds' when every number of every seed is within tol of the paper's, 'does not hold' when none is,
+    else 'partly'. Only the cases the paper names are compared."""
+    inside = []
+    for seed_value in per_seed:
+        ours = {k: seed_value[k] for k in paper if k in seed_value} if isinstance(paper, dict) else seed_value
+        theirs = {k: paper[k] for k in ours} if isinstance(paper, dict) else paper
+        a, b = flat(ours), flat(theirs)
+        if len(a) != len(b) or not a:
+            continue
+        inside += [abs(x - y) <= tol for x, y in zip(a, b)]
+    if not inside:
+        return "not measured"
+    return "holds" if all(inside) else "partly" if any(inside) else "does not hold"
+
+
+def direction(per_seed: list[Any], paper: Any) -> str:
+    """Which side of the paper's numbers ours lie on, over every seed and case: 'above', 'below' or 'both sides'."""
+    diffs = []
+    for seed_value in per_seed:
+        ours = {k: seed_value[k] for k in paper if k in seed_value} if isinstance(paper, dict) else seed_value
+        theirs = {k: paper[k] for k in ours} if isinstance(paper, dict) else paper
+        a, b = flat(ours), flat(theirs)
+        if len(a) == len(b):
+            diffs += [x - y for x, y in zip(a, b)]
+    if not diffs:
+        return ""
+    return "above" if min(diffs) >= 0 else "below" if max(diffs) <= 0 else "both sides"
+
+
 CEILING = 0.995  # scores at or above it on both sides of a comparison leave no room to show an order
 
 
@@ -85,21 +126,28 @@ def ranking(table, names: list[str]) -> str:
 
 def paired_order_verdict(pairs: list[dict[str, Any]]) -> tuple[str, str]:
     """An `order` claim with per-seed values for each compared pair: 'holds' when every pair is decided the claimed
-    way, 'does not hold' when one is decided the other way, else 'partly' as a tie; and a note naming the ties."""
+    way, 'does not hold' when one is decided the other way, 'partly' when one is a tie below the ceiling, and
+    'untestable here' when the only ties are at the ceiling (both sides >= CEILING: no room to show an order); and a
+    note naming the ties."""
     outcomes = [(p, *pair_outcome(p["above_values"], p["below_values"])) for p in pairs]
-    ties = [_tie_words(p, gap, sd) for p, o, gap, sd in outcomes if o == "tie"]
+    ties = [(_tie_words(p, gap, sd), at_ceiling(p)) for p, o, gap, sd in outcomes if o == "tie"]
     if any(o == "below" for _, o, _, _ in outcomes):
         return "does not hold", ""
     if ties:
-        return "partly", "tie: " + "; ".join(ties)
+        words = "tie: " + "; ".join(w for w, _ in ties)
+        return ("untestable here" if all(c for _, c in ties) else "partly"), words
     return "holds", ""
+
+
+def at_ceiling(pair: dict[str, Any]) -> bool:
+    """Whether both sides of a compared pair score at or above CEILING (mean over seeds)."""
+    return min(np.mean(pair["above_values"]), np.mean(pair["below_values"])) >= CEILING
 
 
 def _tie_words(pair: dict[str, Any], gap: float, sd: float) -> str:
     """'A − B = +0.001 ± 0.002 (paired sd, 3 seeds)', and whether both sides sit at the ceiling."""
     spread = f" ± {sd:.3f} (paired sd, {len(pair['above_values'])} seeds)" if sd == sd else " (one seed: no spread)"
-    ceiling = min(np.mean(pair["above_values"]), np.mean(pair["below_values"])) >= CEILING
-    return f"{pair['above']} − {pair['below']} = {gap:+.3f}{spread}" + (" at the ceiling: untestable here" if ceiling else "")
+    return f"{pair['above']} − {pair['below']} = {gap:+.3f}{spread}" + (" at the ceiling" if at_ceiling(pair) else "")
 
 
 def order_verdict(per_seed_holds, mean_holds: bool) -> str:
