@@ -45,11 +45,12 @@ lr = 0.0001  # AdamW learning rate of stage 1 with head_lr_grid "none" (the pape
 weight_decay = 0.01  # AdamW weight decay
 batch_size = 64  # micro-batch; gradients accumulate to virtual_batch (no layer depends on the batch)
 virtual_batch = 64  # samples per optimiser step (the paper's LLM stages: 64)
-max_epochs = None  # epoch cap of the experts, residuals, routers and heads (the paper: 60); None: the profile's value (smoke 3, full 60)
+max_epochs = None  # epoch cap of the experts, residuals, routers and heads (the paper: 60); None: the profile's value (smoke 3, full 150)
 patience = 3  # early-stopping patience in epochs (the paper: 3)
 n_seeds = None  # how many seeds run: seed, seed+1, ...; None: the profile's value (smoke 1, full 3)
 backbone_fraction = 0.1  # share of train used for the backbone stage (the finalized setup: 10%)
-backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 2, full 60)
+backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 2, full 150)
+backbone_patience = None  # early-stopping patience of stage 1 (the paper: 3): enough that a plateau does not end it; None: the profile's value (smoke 3, full 10)
 head_lr = 0.0001  # AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: 1e-4)
 head_lr_grid = "0.0001,0.0003,0.001,0.003"  # each stage kind's lr, stage 1 included, chosen on validation loss from these ("none": lr for stage 1, head_lr for the rest, the paper's)
 head_lr_extend = 2  # a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 series), at most this many times (0: the grid only)
@@ -65,6 +66,7 @@ number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 
 digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "iid", "isolated", "iid,isolated" or "isolated,iid"; None: the profile's value (smoke "none", full "none")
 dataset_size = None  # train/val/test sizes: "final" 64k/8k/8k (the paper's final setup, 4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250; None: the profile's value (smoke "tiny", full "final")
 extension_seeds = 1  # seeds each extension setting runs (the claims' setting runs n_seeds)
+split_seeds = None  # seeds the other split runs, with the claims' number format (an extension where the split leaves room to rank the methods); None: the profile's value (smoke 1, full 1)
 stage1_paper_beside = None  # also run the claims' setting with stage 1 at the paper's rate (`lr`) and every other stage kind at the rates the protocol chose, as an extension; None: the profile's value (smoke False, full False)
 stage1_beside_seeds = 1  # seeds the stage-1 extension runs (the first ones; the claims' setting runs n_seeds)
 step_mix = "2:0.2,3:0.4,4:0.4"  # share of programs per number of steps (the paper's decomposer data: 20/40/40%)
@@ -81,7 +83,7 @@ from IPython.display import Markdown, display
 
 from redlib.book import pages, plots, runner
 from redlib.core.store import Store
-from redlib.experiments import decomposition, range_page, range_tables
+from redlib.experiments import decomposition, decomposition_report, range_page, range_tables
 
 store = Store()
 cfg, results, bb = pages.start_range_task("step_decomposition", globals(), store)
@@ -109,13 +111,16 @@ plots.styled(t["op_experts"].groupby(["run", "method"], sort=False)[["accuracy",
 # The RED residuals learn slowly at the paper's learning rate: the gradient reaches $\Delta h_i$ only
 # through the frozen global head $W_c$, trained on 10% of train. So every stage kind (stage 1, the
 # classifier experts, RED's residuals, the code's experts, router, gates, stage 4) takes its learning
-# rate from one grid, the same for every method, chosen on the first seed's validation loss (first
-# table). The rows "... at the paper's lr" are every method again over op experts all trained at the
-# paper's 1e-4 (a labelled extension; the claims use the chosen rates). Epochs run and the best epoch
-# of each op-expert stage show where the 60-epoch cap still bites:
+# rate from one grid, the same for every method, chosen on validation loss (stage 1's on every seed,
+# the rest on the first: first table). The rows "... at the paper's lr" are every method again over op
+# experts all trained at the paper's 1e-4 (a labelled extension; the claims use the chosen rates).
+# Every seed's stage 1, then the epochs run and best epoch of each op-expert stage, show whether a
+# seed's stage 1 stopped far from the others and where a cap still bites:
 
 # %% tags=["hide-input"]
 plots.lr_selection(t)
+display(plots.styled(range_tables.stage1_seeds(t["epochs"], cfg.settings[0].label), precision=4, hide_index=True,
+                     caption="Stage 1 of every seed (the claims' setting)"))
 plots.styled(range_tables.epochs_table(t["epochs"], by=("stage",)), precision=1, caption="Epochs run and best epoch (mean "
              "over seeds) per stage, the cap and patience, and the runs still improving at the cap")
 
@@ -158,6 +163,19 @@ plots.styled(ex[(ex["seed"] == cfg.seed) & (ex["run"] == main)].drop(columns=["s
              precision=3, hide_index=True)
 
 # %% [markdown]
+# ## An analysis: execution depends on stage 1
+#
+# Ours, beside the paper's claims: every stage-1 run of this page (each seed, at the chosen rate and at
+# the paper's), its validation loss against how well RED and the softmax MoE execute the true
+# programs over op experts trained on it. RED's residuals are read out through stage 1's frozen head;
+# the MoE's experts carry heads of their own.
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy on the true programs against stage 1's validation loss, one marker per stage-1 run (seed and rate), the claims' split.", "name": "fig-sd-stage1"}, "image": {"alt": "Scatter plot of execution accuracy against stage 1's validation loss for RED and the softmax MoE"}}
+dep = decomposition_report.stage1_dependence(t, cfg.settings[0].label)
+results.table("stage1_dependence", dep)
+plots.dependence(dep, "stage 1 val loss", decomposition_report.METHODS, "Execution against stage 1's validation loss");
+
+# %% [markdown]
 # (sd-claims)=
 # ## The paper's claims against our runs
 
@@ -166,7 +184,7 @@ plots.styled(ex[(ex["seed"] == cfg.seed) & (ex["run"] == main)].drop(columns=["s
 pages.claims_table(results, decomposition.claims(cfg, t))
 
 # %% tags=["remove-cell"]
-pages.glue_found(results, decomposition.found, cfg, t)
+pages.glue_found(results, decomposition_report.found, cfg, t)
 
 # %% [markdown]
 # ## What we found
@@ -190,6 +208,8 @@ pages.glue_found(results, decomposition.found, cfg, t)
 #   {glue:text}`sd_residual_best:.0f` (counted from 0); {glue:text}`sd_residual_capped` of
 #   {glue:text}`sd_residual_stages` found their best epoch within the patience ({glue:text}`sd_patience`) of
 #   the cap, i.e. were still improving when the cap stopped them.
+# - Stage 1 of a seed far from the others (its validation loss above 1.3 × the seeds' median + 0.02):
+#   {glue:text}`sd_stage1_far`.
 # - Stages still improving at their cap even so: {glue:text}`sd_capped`. A verdict resting on such a stage is
 #   about our training budget, not about RED.
 # - The paper's literal setting beside it (an extension: stage 1 at lr {glue:text}`sd_paper_stage1_lr` and

@@ -174,6 +174,8 @@ def test_costs_are_read_from_the_pages_own_runs_and_count_their_runs(tmp_path):
     assert cost.timed_runs({**beside, "stage1_paper_beside": True, "head_lr_grid": "none"}) == 5  # not run then
     one = {**beside, "stage1_paper_beside": True, "head_lr_grid": "0.0001,0.001", "stage1_beside_seeds": 1}
     assert cost.timed_runs(one) == 6  # today's protocol: the stage-1 extension on the first seed only
+    assert cost.timed_runs({**one, "split_seeds": 3}) == 8  # and the other split on the protocol's three seeds
+    assert cost.timed_runs({**one, "mix_variant": "1:0.5,2:0.5", "step_mix": "1:0.8,2:0.2"}) == 7  # Task 2's 50/50
     c = pd.DataFrame([{"backbone": "embedded", "RED share of backbone": 0.02, "router share of compute": 0.001,
                        "MoE / RED expert parameters": 2.0},
                       {"backbone": "Qwen3-0.6B shape", "RED share of backbone": 0.005, "router share of compute": 1e-4,

@@ -120,3 +120,23 @@ def test_grid_none_keeps_the_paper_rate_and_a_bad_grid_is_refused():
     for bad in (-1, 5):
         with pytest.raises(ParameterError, match="head_lr_extend"):
             replace(tiny_config(), head_lr_extend=bad).check()
+
+
+def test_stage_1_is_chosen_on_the_mean_over_every_seed_and_the_later_kinds_on_the_first(tmp_path):
+    """A rate chosen on one seed can be unstable on another: stage 1's loss per rate is the mean over the seeds."""
+    cfg = replace(tiny_config(epochs=4), head_lr_grid="0.0003,0.02", head_lr_extend=0)
+    store = Store(tmp_path)
+    (data0, enc0), (data1, enc1) = synthetic(0), synthetic(1)
+    choice = selection.select(cfg, data0, enc0, store, 0, others=((data1, enc1, 1),))
+    is_stage1 = choice.table["stage kind"] == selection.KIND_NAMES["stage1"]
+    stage1 = choice.table[is_stage1].set_index("lr")
+    assert (stage1["seeds"] == 2).all() and (choice.table.loc[~is_stage1, "seeds"] == 1).all()
+    for lr in cfg.lr_grid():  # the mean of the two seeds' own stage-1 runs, loaded from the cache
+        losses = []
+        for data, enc, seed in ((data0, enc0, 0), (data1, enc1, 1)):
+            st = Stages(cfg, data, enc, store, seed, lrs={"stage1": lr})
+            st.base()
+            losses.append(st.epochs[-1]["val loss"])
+        assert stage1.loc[lr, "val loss"] == pytest.approx(np.mean(losses), rel=1e-12)
+        assert stage1.loc[lr, "highest val loss of its stages"] == max(losses)
+    assert choice.lrs["stage1"] == stage1["val loss"].idxmin()

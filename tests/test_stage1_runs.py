@@ -55,7 +55,7 @@ def test_the_page_runs_are_every_setting_and_seed_at_its_rate():
     runs = stage1_runs.page_runs(cfg, choice)
     assert len(runs) == sum(len(cfg.seeds_for(st)) for st in cfg.settings)
     assert all(lr == (cfg.lr if st.stage1 == ranges.STAGE1_PAPER else 3e-4) for st, _, lr in runs)
-    assert [lr for *_, lr in stage1_runs.grid_runs(cfg)] == cfg.lr_grid()
+    assert [lr for *_, lr in stage1_runs.grid_runs(cfg)] == [lr for lr in cfg.lr_grid() for _ in cfg.seeds]  # every seed
 
 
 def test_overlap_shares_divide_each_moment_among_the_runs_then():

@@ -25,7 +25,7 @@ def tiny_tables(tiny_qwen, tmp_path_factory):
 def test_scores_by_operations_and_phrasing(tiny_tables):
     cfg, t = tiny_tables
     ov = t["overall"]
-    assert set(ov["run"]) == {"iid", "isolated", "iid, stage 1 at paper lr"}
+    assert set(ov["run"]) == {"iid", "isolated", "iid, stage 1 at paper lr", "iid, 50/50 mix"}
     ops = task2.by_operations(ov)
     assert list(ops.columns) == [1, 2] and ops.stack().between(0, 1).all()  # the default mix: one or two operations
     phr = task2.by_phrasing(ov, "iid")
@@ -123,3 +123,16 @@ def test_found_gives_every_value_the_prose_pastes(tiny_tables):
     assert glued_in_page == {"t2_stage1_verdicts"}
     assert named <= set(values) | glued_in_page, named - set(values) - glued_in_page
     assert all(isinstance(plain(v), (int, float, str)) for v in values.values())
+
+
+def test_the_claims_use_the_papers_mix_and_the_50_50_mix_is_an_extension(tiny_tables):
+    """The paper's numbers come from about 80% single-operation data; 50/50 runs beside them, on its own data."""
+    cfg, t = tiny_tables
+    assert cfg.step_mix == "1:0.8,2:0.2" and cfg.settings[0].mix == ""
+    half = next(st for st in cfg.settings if st.mix)
+    assert half.label == "iid, 50/50 mix" and cfg.seeds_for(half) == [cfg.seed]
+    ops = {st: task2.spec_for(cfg, 0, st).step_mix for st in (cfg.settings[0], half)}
+    assert ops == {cfg.settings[0]: "1:0.8,2:0.2", half: "1:0.5,2:0.5"}
+    assert "iid, 50/50 mix" in task2.by_operations(t["overall"]).index  # scored by number of operations too
+    assert half.description in task2.claims(cfg, t)["t2.red.acc"]["extensions"]
+    assert [st.mix for st in task2.Task2Config.from_params(profile="smoke", mix_variant="none").settings] == [""] * 3

@@ -266,9 +266,12 @@ def lr_selection(t: dict[str, pd.DataFrame]) -> None:
 
     chosen = t.get("lr_selection")
     if chosen is not None and not chosen.empty:
-        display(styled(selection.summary(chosen), precision=4, caption=f"Learning rate of each stage kind, "
-                       f"chosen on the validation loss of seed {int(chosen['seed'].iloc[0])} (the claims' setting) "
-                       "from one grid for every method; a kind's loss is the mean over its stages"))
+        n = int(chosen["seeds"].max()) if "seeds" in chosen else 1
+        on = (f"stage 1's on the mean over the protocol's {n} seeds, every later kind's on seed "
+              f"{int(chosen['seed'].iloc[0])}" if n > 1 else f"seed {int(chosen['seed'].iloc[0])}")
+        display(styled(selection.summary(chosen), precision=4, caption=f"Learning rate of each stage kind, chosen on "
+                       f"the validation loss in the claims' setting ({on}) from one grid for every method; a kind's "
+                       "loss is the mean over its stages"))
 
 
 def training_tables(t: dict[str, pd.DataFrame], by: tuple[str, ...] = ("run", "stage")) -> None:
@@ -276,9 +279,13 @@ def training_tables(t: dict[str, pd.DataFrame], by: tuple[str, ...] = ("run", "s
     per setting when `by` starts with the setting (`run`), mean over seeds."""
     from IPython.display import display
 
-    from ..experiments.range_tables import epochs_table
+    from ..experiments.range_tables import FAR_FACTOR, FAR_MARGIN, epochs_table, stage1_seeds
 
     lr_selection(t)
+    first = t["epochs"]["run"].iloc[0] if "run" in t["epochs"] else None  # the claims' setting comes first
+    display(styled(stage1_seeds(t["epochs"], first), precision=4, hide_index=True,
+                   caption=f"Stage 1 of every seed{f' ({first})' if first else ''}: a seed whose validation loss lies "
+                   f"above {FAR_FACTOR} x the seeds' median + {FAR_MARGIN} stopped far from the others"))
     per = " per setting and stage" if "run" in by else " per stage"
     display(styled(epochs_table(t["epochs"], by), precision=1, caption=f"Epochs run and best epoch (mean over seeds)"
                    f"{per}, the cap and patience, and the runs still improving at the cap"))
@@ -286,3 +293,14 @@ def training_tables(t: dict[str, pd.DataFrame], by: tuple[str, ...] = ("run", "s
     seconds = (seconds.groupby("run", sort=False).mean(numeric_only=True).drop(columns="seed") if "run" in by
                else seconds.mean(numeric_only=True).drop("seed").to_frame("seconds"))
     display(styled(seconds, precision=1, caption=f"Seconds{per}, mean over seeds"))
+
+
+def dependence(df: pd.DataFrame, x: str, methods: tuple[str, ...], title: str):
+    """Each method's accuracy (one marker per run) against `x`, one colour per method."""
+    long = df.melt(id_vars=[x, "stage 1 at"], value_vars=list(methods), var_name="method", value_name="accuracy")
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    sns.scatterplot(long, x=x, y="accuracy", hue="method", style="stage 1 at", s=70, ax=ax)
+    ax.set(title=title, ylim=(0, 1.02))
+    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, fontsize=9)
+    fig.tight_layout()
+    return fig

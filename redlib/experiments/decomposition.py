@@ -18,7 +18,6 @@ import pandas as pd
 import torch
 
 from ..core import measure
-from ..core.claims import listing, load_claims, verdict_keys
 from ..core.config import MAX_EPOCHS, MAX_SAMPLES, MAX_WIDTH, ParameterError, param
 from ..core.metrics import accuracy, macro_f1
 from ..core.runtime import seed_everything
@@ -26,12 +25,12 @@ from ..core.store import Store
 from ..core.train import TrainConfig, fit
 from ..models.backbone import Backbone
 from ..models.tagger import TAGS, Tagger, predict_tags, tag_of, tagging_loss
-from ..red import methods, selection
+from ..red import methods
 from ..red.pipeline import RedConfig
 from ..red.selection import LrChoice
 from ..tasks.arithmetic import MIN_SUM
 from ..tasks.mixed import OPS, make_task2, step_pairs, step_text
-from . import range_tables, ranges
+from . import ranges
 from .ranges import Setting
 from .task2 import MixedTaskConfig, spec_for
 
@@ -61,11 +60,13 @@ class DecompositionConfig(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
 
     NOTEBOOK: ClassVar[str] = "step_decomposition"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "op_samples": 1000,
-                  "tagger_epochs": 3, "tagger_samples": 2000, "splits_reported": "iid,isolated", "digits_variant_on": "none",
+        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
+                  "backbone_patience": 3, "split_seeds": 1, "op_samples": 1000, "tagger_epochs": 3,
+                  "tagger_samples": 2000, "splits_reported": "iid,isolated", "digits_variant_on": "none",
                   "stage1_paper_beside": False},
-        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "backbone_epochs": 60, "op_samples": 20_000,
-                 "tagger_epochs": 10, "tagger_samples": 4000, "splits_reported": "iid,isolated", "digits_variant_on": "none",
+        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
+                 "backbone_patience": 10, "split_seeds": 1, "op_samples": 20_000, "tagger_epochs": 10,
+                 "tagger_samples": 4000, "splits_reported": "iid,isolated", "digits_variant_on": "none",
                  "stage1_paper_beside": False},
     }
 
@@ -114,8 +115,10 @@ OPS_DOMAIN = ("domain", ["add", "subtract"], "op")
 
 
 def choose(cfg: DecompositionConfig, bb: Backbone, store: Store) -> LrChoice:
-    """The op experts' learning rate per stage kind, chosen on validation loss (the first seed, the claims' setting)."""
-    return ranges.choose_on(cfg, NAMESPACE, *_ops_data(cfg, cfg.seed, cfg.settings[0]), bb, store, OPS_DOMAIN)
+    """The op experts' learning rate per stage kind, chosen on validation loss in the claims' setting (stage 1's on
+    every seed, the later kinds' on the first)."""
+    others = tuple((*_ops_data(cfg, s, cfg.settings[0]), s) for s in cfg.seeds_for(cfg.settings[0])[1:])
+    return ranges.choose_on(cfg, NAMESPACE, *_ops_data(cfg, cfg.seed, cfg.settings[0]), bb, store, OPS_DOMAIN, others)
 
 
 def train_ops(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store,
@@ -368,31 +371,3 @@ def _measured(t: dict[str, pd.DataFrame], st: Setting, source: str, suffix: str 
                                                measure="exact-match programs; the bound is our reading (no number "
                                                        "in the paper)")
     return out
-
-
-def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
-    """The numbers and verdicts the page's conclusions paste in (glued as `sd_*`)."""
-    main, paper = cfg.settings[0].label, load_claims()
-    true, dec = (execution_table(t["execution"], main, s)["all"] for s in ("true programs", "decomposer's programs"))
-    single = t["op_experts"].groupby("method")["accuracy"].mean()
-    ep = t["epochs"]
-    residual = ep[ep["stage"].str.startswith("residual") & ~ep["stage"].str.endswith(PAPER_LR)]
-    paper_lr = PAPER_LR if cfg.runs_paper_lr else None
-    return {
-        **selection.found("sd", cfg, t.get("lr_selection")),
-        "sd_setting": main, **{f"sd_true_{k}": true[m] for m, k in PAPER_KEYS.items()},
-        **{f"sd_dec_{k}": dec[m] for m, k in PAPER_KEYS.items()},
-        **{f"sd_paper_{k}": paper[f"sd.{k}.acc"]["paper"]["all"] for k in PAPER_KEYS.values()},
-        "sd_exact": listing(t["decomposer"].groupby("run", sort=False)["exact"].mean()),
-        "sd_single_red": single["RED (true range)"], "sd_single_oracle": single["oracle experts"],
-        "sd_head_lr": f"{cfg.head_lr:g}", "sd_paper_stage1_lr": f"{cfg.lr:g}", "sd_max_epochs": cfg.max_epochs,
-        "sd_patience": cfg.patience,
-        "sd_residual_lr": listing(residual.groupby("stage", sort=False)["lr"].first().map(lambda x: f"{x:g}")),
-        "sd_residual_epochs": residual["epochs run"].mean(), "sd_residual_best": residual["best epoch"].mean(),
-        "sd_residual_capped": int(range_tables.epochs_table(residual, by=("stage",))["still improving at the cap"].sum()),
-        "sd_residual_stages": len(residual), "sd_capped": range_tables.capped_stages(
-            ep, by=("stage",), claims=(ep["run"] == main) & ~ep["stage"].str.endswith(PAPER_LR)),
-        **{f"sd_paperlr_{k}": f"{true[m + paper_lr]:.3f}" if paper_lr else "not run" for m, k in PAPER_KEYS.items()},
-        "sd_paperlr_single": f"{single['RED (true range)' + paper_lr]:.3f}" if paper_lr else "not run",
-        **verdict_keys("sd", v),
-    }

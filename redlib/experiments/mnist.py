@@ -68,8 +68,10 @@ class MnistConfig(RedConfig):
     CODE_MOE: ClassVar[bool] = True
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {"judged_forms": FORMS}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"n_seeds": 1, "max_epochs": 3, "backbone_epochs": 3, "head_lr_grid": "none"},
-        "full": {"n_seeds": 5, "max_epochs": 60, "backbone_epochs": 60, "head_lr_grid": RedConfig.head_lr_grid},
+        "smoke": {"n_seeds": 1, "max_epochs": 3, "backbone_epochs": 3, "backbone_patience": 3,
+                  "head_lr_grid": "none"},
+        "full": {"n_seeds": 5, "max_epochs": 150, "backbone_epochs": 150, "backbone_patience": 10,
+                 "head_lr_grid": RedConfig.head_lr_grid},
     }
 
     def check(self) -> None:
@@ -123,8 +125,10 @@ def task(cfg: MnistConfig, data: dict[str, Arrays], seed: int) -> tuple[TaskData
 
 
 def choose(cfg: MnistConfig, store: Store) -> LrChoice:
-    """Every stage kind's learning rate, chosen on validation loss (the first seed's digits and split)."""
-    return selection.select(cfg, *task(cfg, load(cfg, cfg.seed), cfg.seed), store, cfg.seed)
+    """Every stage kind's learning rate, chosen on validation loss: stage 1's on every seed (each its digits and
+    split), the later kinds' on the first."""
+    others = tuple((*task(cfg, load(cfg, s), s), s) for s in cfg.seeds[1:])
+    return selection.select(cfg, *task(cfg, load(cfg, cfg.seed), cfg.seed), store, cfg.seed, others)
 
 
 def run(cfg: MnistConfig, seed: int, data: dict[str, Arrays], store: Store,

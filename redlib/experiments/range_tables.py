@@ -73,6 +73,28 @@ def epochs_table(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage")) -
     return out.astype({"max epochs": int, "patience": int, "runs": int, "still improving at the cap": int})
 
 
+FAR_FACTOR, FAR_MARGIN = 1.3, 0.02  # a seed's stage 1 is far from the others above 1.3 x their median + 0.02
+
+
+def stage1_seeds(epochs: pd.DataFrame, run: str | None = None) -> pd.DataFrame:
+    """Every seed's stage 1 (in setting `run`, or the page's one setting): its rate, validation loss, epochs run and
+    best epoch, and whether it stopped far from the other seeds (a validation loss above FAR_FACTOR x the seeds'
+    median + FAR_MARGIN: an under-trained stage 1 that every later stage of that seed inherits)."""
+    mine = (epochs["run"] == run) if run is not None and "run" in epochs else True
+    s1 = epochs[(epochs["stage"] == "stage 1") & mine]
+    out = s1[["seed", "lr", "val loss", "epochs run", "best epoch", "max epochs"]].reset_index(drop=True)
+    median = float(out["val loss"].median())
+    return out.assign(**{"far from the other seeds": out["val loss"] > FAR_FACTOR * median + FAR_MARGIN})
+
+
+def far_seeds_words(table: pd.DataFrame) -> str:
+    """'seed 1 (2.28 against the seeds' median 1.57)' for each stage 1 far from the others, or that none is."""
+    far = table[table["far from the other seeds"]]
+    median = table["val loss"].median()
+    return ("; ".join(f"seed {int(s)} ({v:.3g} against the seeds' median {median:.3g})"
+                      for s, v in zip(far["seed"], far["val loss"])) or "no seed")
+
+
 def capped_stages(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage"), claims: pd.Series | None = None) -> str:
     """The stages still improving at their cap in some run, per setting, as 'stage runs-at-cap/runs' ('no stage'
     when none), then each capped run that is not already fit with its cause in words. `claims` marks the rows of the

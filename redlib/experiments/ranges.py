@@ -54,19 +54,29 @@ class Setting:
     split: str
     number_format: str = "whole"
     stage1: str = "chosen"  # "chosen" (on validation loss, as every stage kind) or STAGE1_PAPER
+    mix: str = ""  # a mixed task's share of expressions per number of operations ("": the config's `step_mix`)
 
     @property
     def label(self) -> str:
-        """Short name, the `run` column of the tables: "iid", "pairs", "pairs, digits", "iid, stage 1 at paper lr"."""
+        """Short name, the `run` column of the tables: "iid", "pairs", "pairs, digits", "iid, stage 1 at paper lr",
+        "iid, 50/50 mix"."""
         data = self.split if self.number_format == "whole" else f"{self.split}, {self.number_format}"
-        return data + (", stage 1 at paper lr" if self.stage1 == STAGE1_PAPER else "")
+        return (data + (", stage 1 at paper lr" if self.stage1 == STAGE1_PAPER else "")
+                + (f", {mix_words(self.mix)} mix" if self.mix else ""))
 
     @property
     def description(self) -> str:
         """Long name, for the ledger's extension columns."""
         return (SPLIT_LABELS[self.split] + (", digit-spaced numbers" if self.number_format == "digits" else "")
                 + (", stage 1 at the paper's learning rate, every other stage kind at the protocol's rates"
-                   if self.stage1 == STAGE1_PAPER else ""))
+                   if self.stage1 == STAGE1_PAPER else "")
+                + (f", {mix_words(self.mix)} one/two-operation mix" if self.mix else ""))
+
+
+def mix_words(mix: str) -> str:
+    """'1:0.5,2:0.5' -> '50/50': the shares of a step mix in percent, in order of the number of operations."""
+    shares = dict(part.split(":") for part in mix.split(","))
+    return "/".join(f"{float(shares[k]) * 100:.0f}" for k in sorted(shares, key=int))
 
 
 SIZES = {"final": (64_000, 8_000, 8_000), "first": (20_000, 2_500, 2_500), "tiny": (2_000, 250, 250)}
@@ -96,6 +106,8 @@ class RangeTaskConfig:
     dataset_size: str | None = param(None, "train/val/test sizes: \"final\" 64k/8k/8k (the paper's final setup, "
                                            '4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250')
     extension_seeds: int = param(1, "seeds each extension setting runs (the claims' setting runs n_seeds)")
+    split_seeds: int | None = param(None, "seeds the other split runs, with the claims' number format (an extension "
+                                          "where the split leaves room to rank the methods)")
     stage1_paper_beside: bool | None = param(None, "also run the claims' setting with stage 1 at the paper's rate "
                                                    "(`lr`) and every other stage kind at the rates the protocol chose, "
                                                    "as an extension")
@@ -109,8 +121,9 @@ class RangeTaskConfig:
         super().check()
         if self.k_trainable < 0:
             raise ParameterError(f"parameter 'k_trainable' must be >= 0, got {self.k_trainable}")
-        self.require_positive("extension_seeds", "stage1_beside_seeds")
-        self.require_at_most(MAX_SEEDS, "extension_seeds", "stage1_beside_seeds")
+        optional = [n for n in ("split_seeds",) if getattr(self, n) is not None]  # None: `extension_seeds`
+        self.require_positive("extension_seeds", "stage1_beside_seeds", *optional)
+        self.require_at_most(MAX_SEEDS, "extension_seeds", "stage1_beside_seeds", *optional)
 
     def preflight(self) -> None:
         """The backbone folder holds a model with at least k_trainable blocks; the device exists."""
@@ -142,10 +155,14 @@ class RangeTaskConfig:
 
     def seeds_for(self, setting: Setting) -> list[int]:
         """The seeds a setting runs: all `n_seeds` on the claims' setting (the paper's protocol), the first
-        `stage1_beside_seeds` on the stage-1 extension and the first `extension_seeds` on each other extension."""
-        if setting == self.settings[0]:
+        `stage1_beside_seeds` on the stage-1 extension, `split_seeds` on the other split in the claims' number format,
+        and the first `extension_seeds` on each other extension."""
+        main = self.settings[0]
+        if setting == main:
             return self.seeds
-        n = self.stage1_beside_seeds if setting.stage1 == STAGE1_PAPER else self.extension_seeds
+        other_split = setting.split != main.split and setting.number_format == main.number_format
+        n = (self.stage1_beside_seeds if setting.stage1 == STAGE1_PAPER else
+             self.split_seeds or self.extension_seeds if other_split else self.extension_seeds)
         return list(range(self.seed, self.seed + n))
 
     def runs_label(self) -> str:
@@ -156,9 +173,11 @@ class RangeTaskConfig:
         ext = [st for st in ext if st not in beside]
         if beside:
             text += f"; seeds {self.seeds_for(beside[0])} with stage 1 at the paper's rate ({beside[0].label})"
-        if ext:
-            text += (f"; seeds {self.seeds_for(ext[0])} on each other extension ({', '.join(st.label for st in ext)}; "
-                     "`extension_seeds` runs more)")
+        by_seeds: dict[tuple[int, ...], list[str]] = {}
+        for st in ext:
+            by_seeds.setdefault(tuple(self.seeds_for(st)), []).append(st.label)
+        for seeds, labels in by_seeds.items():
+            text += f"; seeds {list(seeds)} on {', '.join(labels)}"
         return text
 
     @property
@@ -255,10 +274,15 @@ def run_on(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: 
 
 
 def choose_on(cfg: RedConfig, namespace: str, frames: dict[str, pd.DataFrame], key: dict, bb: Backbone, store: Store,
-              domain: Domain = RANGES) -> LrChoice:
-    """Every stage kind's learning rate, chosen on the validation loss of these frames (`red/selection.py`)."""
-    data, texts = task_data(namespace, frames, key, domain)
-    return selection.select(cfg, data, TextEncoder(bb, texts, store, namespace), store, cfg.seed)
+              domain: Domain = RANGES, others: tuple[tuple[dict[str, pd.DataFrame], dict, int], ...] = ()) -> LrChoice:
+    """Every stage kind's learning rate, chosen on the validation loss of these frames (`red/selection.py`), stage 1's
+    on the mean over them and the `others` (each seed's frames, key and seed)."""
+    def seeded(frames_: dict[str, pd.DataFrame], key_: dict, seed: int) -> selection.Seeded:
+        data, texts = task_data(namespace, frames_, key_, domain)
+        return data, TextEncoder(bb, texts, store, namespace), seed
+
+    data, encoder, _ = seeded(frames, key, cfg.seed)
+    return selection.select(cfg, data, encoder, store, cfg.seed, tuple(seeded(*o) for o in others))
 
 
 def run(cfg: RangeTaskConfig, seed: int, setting: Setting, bb: Backbone, store: Store,
@@ -268,8 +292,11 @@ def run(cfg: RangeTaskConfig, seed: int, setting: Setting, bb: Backbone, store: 
 
 
 def choose(cfg: RangeTaskConfig, bb: Backbone, store: Store) -> LrChoice:
-    """A range task's learning rate per stage kind, chosen on validation loss (the first seed, the claims' setting)."""
-    return choose_on(cfg, cfg.NAMESPACE, *cfg.frames(cfg.seed, cfg.settings[0]), bb, store)
+    """A range task's learning rate per stage kind, chosen on validation loss in the claims' setting: stage 1's on
+    every seed of the protocol, the later kinds' on the first."""
+    main = cfg.settings[0]
+    others = tuple((*cfg.frames(s, main), s) for s in cfg.seeds_for(main)[1:])
+    return choose_on(cfg, cfg.NAMESPACE, *cfg.frames(cfg.seed, main), bb, store, others=others)
 
 
 def lrs_for(choice: LrChoice, setting: Setting, paper_lr: float) -> dict[str, float]:

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import measure
-from ..core.claims import VALUE_TOL, listing, load_claims, ranking, verdict_keys
+from ..core.claims import CEILING, VALUE_TOL, listing, load_claims, ranking, verdict_keys
 from ..core.config import ParameterError, param
 from ..models.backbone import Backbone
 from ..red.cost import parameter_cost
@@ -65,9 +65,11 @@ class Task1Config(ranges.RangeTaskConfig, RedConfig):
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**ranges.range_choices(("iid", "pairs")), "data_source": DATA_SOURCES}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2, "splits_reported": "iid,pairs",
+        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
+                  "backbone_patience": 3, "split_seeds": 1, "splits_reported": "iid,pairs",
                   "digits_variant_on": "pairs", "stage1_paper_beside": True},
-        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "backbone_epochs": 60, "splits_reported": "iid,pairs",
+        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
+                 "backbone_patience": 10, "split_seeds": 3, "splits_reported": "iid,pairs",
                  "digits_variant_on": "pairs", "stage1_paper_beside": True},
     }
 
@@ -202,5 +204,31 @@ def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
         "t1_near_misses": range_tables.near_miss_words(ov, "RED"), "t1_capped": range_tables.capped_stages(
             t["epochs"], claims=t["epochs"]["run"] == cfg.settings[0].label),
         "t1_n_claims": len(v), "t1_tally": range_tables.verdict_tally(v),
+        "t1_stage1_far": range_tables.far_seeds_words(range_tables.stage1_seeds(t["epochs"], main.label)),
+        "t1_pairs_gap": pairs_gap(cfg, t), "t1_iid_ceiling": ceiling_words(a),
         **verdict_keys("t1", v),
     }
+
+
+def ceiling_words(acc: pd.Series) -> str:
+    """Whether the claims' setting sits at the ceiling (RED and the MoE both at 0.995 or above, mean over seeds), in
+    words: then no order between them can show."""
+    red, moe = acc["RED"], acc["softmax MoE"]
+    if min(red, moe) >= CEILING:
+        return (f"RED {red:.3f} and the MoE {moe:.3f} sit at the ceiling (≥ {CEILING}): this test cannot rank "
+                "them")
+    return f"RED {red:.3f} and the MoE {moe:.3f} leave room below the ceiling ({CEILING})"
+
+
+def pairs_gap(cfg: Task1Config, t: dict[str, pd.DataFrame]) -> str:
+    """RED − softmax MoE on the unseen-pairs split (whole numbers), paired by seed: 'mean ± sd over N seeds' (the
+    split that leaves room to rank them), or that it did not run."""
+    pairs = next((st for st in cfg.settings if st.split == "pairs" and st.number_format == "whole"
+                  and st.stage1 != STAGE1_PAPER), None)
+    if pairs is None or pairs == cfg.settings[0]:
+        return "not run as an extension in this profile"
+    acc = ranges.seeds_by_method(t, pairs)
+    d = acc["RED"] - acc["softmax MoE"]
+    sd = f" ± {d.std(ddof=1):.3f}" if len(d) > 1 else ""
+    return (f"{d.mean():+.3f}{sd} over {len(d)} seed{'s' * (len(d) > 1)} (RED {acc['RED'].mean():.3f}, softmax MoE "
+            f"{acc['softmax MoE'].mean():.3f}, global head {acc['global head'].mean():.3f})")

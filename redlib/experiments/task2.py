@@ -28,8 +28,8 @@ class MixedTaskConfig:
     """The fields every page on mixed expressions adds: the share of each number of operations and the phrasings (a
     group composed before `RangeTaskConfig`, as `class Task2Config(MixedTaskConfig, RangeTaskConfig, RedConfig)`)."""
 
-    step_mix: str = param("1:0.5,2:0.5", "share of expressions per number of operations (the seed text: one or two "
-                                         "operators)")
+    step_mix: str = param("1:0.8,2:0.2", "share of expressions per number of operations (the paper's results: about "
+                                         "80% single-operation)")
     n_phrasings: int = param(len(PHRASINGS), 'phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you '
                                              'subtract b from a ..."')
 
@@ -37,10 +37,11 @@ class MixedTaskConfig:
 
     def check(self) -> None:
         super().check()
-        try:
-            parse_mix(self.step_mix)
-        except ValueError as err:
-            raise ParameterError(f"parameter 'step_mix': {err}") from None
+        for name in ("step_mix", *(["mix_variant"] if getattr(self, "mix_variant", "none") != "none" else [])):
+            try:
+                parse_mix(getattr(self, name))
+            except ValueError as err:
+                raise ParameterError(f"parameter {name!r}: {err}") from None
         if not 1 <= self.n_phrasings <= len(PHRASINGS):
             raise ParameterError(f"parameter 'n_phrasings' must be in [1, {len(PHRASINGS)}], got {self.n_phrasings}")
 
@@ -52,15 +53,28 @@ class MixedTaskConfig:
 class Task2Config(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
     """Arithmetic Task 2 (mixed): range experts, routers, RED and the four baselines on expressions."""
 
+    mix_variant: str = param("1:0.5,2:0.5", "also run the claims' split with this step mix, on the first "
+                                            "extension_seeds seeds, as an extension (\"none\": not run)")
+
     NOTEBOOK: ClassVar[str] = "task2_mixed"
     NAMESPACE: ClassVar[str] = NAMESPACE
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
-                  "splits_reported": "iid,isolated", "digits_variant_on": "none", "stage1_paper_beside": True},
-        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 60, "backbone_epochs": 60,
-                 "splits_reported": "iid,isolated", "digits_variant_on": "none", "stage1_paper_beside": True},
+                  "backbone_patience": 3, "split_seeds": 1, "splits_reported": "iid,isolated",
+                  "digits_variant_on": "none", "stage1_paper_beside": True},
+        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
+                 "backbone_patience": 10, "split_seeds": 1, "splits_reported": "iid,isolated",
+                 "digits_variant_on": "none", "stage1_paper_beside": True},
     }
+
+    @property
+    def settings(self) -> list[Setting]:
+        """The range task's settings, then the claims' split under the `mix_variant` step mix (an extension)."""
+        main = super().settings
+        if self.mix_variant == "none" or parse_mix(self.mix_variant) == parse_mix(self.step_mix):
+            return main
+        return [*main, Setting(main[0].split, main[0].number_format, mix=self.mix_variant)]
 
     def frames(self, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
         """Task 2's sample frames for one seed and setting, and what determined them (part of every cache key)."""
@@ -69,8 +83,9 @@ class Task2Config(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
 
 
 def spec_for(cfg: MixedTaskConfig, seed: int, setting: Setting) -> Task2Spec:
-    """The expression data a (config, seed, setting) uses."""
-    return Task2Spec(**cfg.dataset_fields(seed, setting), step_mix=cfg.step_mix, n_phrasings=cfg.n_phrasings)
+    """The expression data a (config, seed, setting) uses (the setting's step mix where it names one)."""
+    return Task2Spec(**cfg.dataset_fields(seed, setting), step_mix=setting.mix or cfg.step_mix,
+                     n_phrasings=cfg.n_phrasings)
 
 
 def evaluate(r: ranges.RangeRun) -> dict[str, pd.DataFrame]:
@@ -161,5 +176,6 @@ def found(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
         "t2_capped": range_tables.capped_stages(
             t["epochs"], claims=t["epochs"]["run"] == cfg.settings[0].label),
         "t2_n_claims": len(v), "t2_tally": range_tables.verdict_tally(v),
+        "t2_stage1_far": range_tables.far_seeds_words(range_tables.stage1_seeds(t["epochs"], cfg.settings[0].label)),
         **verdict_keys("t2", v),
     }

@@ -100,13 +100,17 @@ def time_table(times: pd.DataFrame) -> pd.DataFrame:
 
 def timed_runs(params: dict) -> int:
     """Runs a page made, from its recorded parameters: n_seeds on the claims' setting, `stage1_beside_seeds` on the
-    stage-1 extension (n_seeds before that parameter existed), and `extension_seeds` (all n_seeds before that
-    parameter existed) on each further split or digit variant."""
-    settings = [v for k in ("splits_reported", "digits_variant_on") for v in str(params.get(k) or "none").split(",")]
+    stage-1 extension, `split_seeds` on each other split, and `extension_seeds` on each digit variant and on Task 2's
+    other step mix (a parameter a run predates counts as it did then: n_seeds on the stage-1 extension,
+    `extension_seeds` on every extension)."""
     n = int(params.get("n_seeds") or 1)
-    extensions = max(1, sum(v != "none" for v in settings)) - 1
+    each = int(params.get("extension_seeds") or n)
+    splits = [v for v in str(params.get("splits_reported") or "none").split(",") if v != "none"]
+    digits = [v for v in str(params.get("digits_variant_on") or "none").split(",") if v != "none"]
     beside = bool(params.get("stage1_paper_beside")) and str(params.get("head_lr_grid")) != "none"
-    return n + beside * int(params.get("stage1_beside_seeds") or n) + extensions * int(params.get("extension_seeds") or n)
+    mix = params.get("mix_variant") not in (None, "none", params.get("step_mix"))  # Task 2's other step mix
+    return (n + beside * int(params.get("stage1_beside_seeds") or n) + max(0, len(splits) - 1)
+            * int(params.get("split_seeds") or each) + (len(digits) + mix) * each)
 
 
 def claims(c: pd.DataFrame, times: pd.DataFrame, backbone: str) -> dict[str, dict]:

@@ -2,15 +2,16 @@
 
 The paper trains every stage at 1e-4 for at most 60 epochs, a rate set for Qwen3-0.6B; on our backbones many
 stages are still improving at that cap, so a verdict on them would be about the training budget. Here each stage
-kind is trained on one seed at every rate of `head_lr_grid`, and the rate with the lowest validation loss (mean over
-a kind's domains) is kept for that kind, for every seed and setting of the page. The kinds go in rounds, each on
-what the earlier rounds chose: stage 1 (the encoder's top and the global head, which every method shares); then
-the small stages on its features (classifier experts, RED residuals, code experts, router, global head on all of
-train); then the gates and stage 4, which train on those modules. A kind whose best rate is the grid's largest
-might do better higher still, so it alone is tried at the next rate up (1e-2, then 3e-2), up to `head_lr_extend`
-times, by the same rule for every method; the grid starts at the paper's 1e-4 and no kind is tried below it. Test
-data play no part. `head_lr_grid="none"` keeps the config's rates (`lr` for stage 1, `head_lr` for the rest). Each
-try is an ordinary cached stage, so the chosen rate's seed is never trained twice.
+kind is trained at every rate of `head_lr_grid`, and the rate with the lowest validation loss (mean over a kind's
+domains) is kept for that kind, for every seed and setting of the page. Stage 1 (the encoder's top and the global
+head, which every method shares) is tried on every seed of the protocol and chosen on the mean of their validation
+losses: a rate chosen on one seed can be unstable on another. The small stages on its features (classifier experts,
+RED residuals, code experts, router, global head on all of train) are tried on the first seed, then the gates and
+stage 4, which train on those modules. A kind whose best rate is the grid's largest might do better higher still, so
+it alone is tried at the next rate up (1e-2, then 3e-2), up to `head_lr_extend` times, by the same rule for every
+method; the grid starts at the paper's 1e-4 and no kind is tried below it. Test data play no part.
+`head_lr_grid="none"` keeps the config's rates (`lr` for stage 1, `head_lr` for the rest). Each try is an ordinary
+cached stage, so a chosen rate's run is never trained twice.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ KIND_NAMES = {"stage1": "stage 1 (encoder top + global head)", "expert": "classi
               "code_gate": "code MoE gate"}
 
 
+Seeded = tuple[TaskData, Encoder, int]  # one seed's data, its encoder, and the seed
+
+
 @dataclass
 class LrChoice:
     """The learning rate of each stage kind, and the validation losses it was chosen on."""
@@ -56,9 +60,11 @@ def next_rate(lr: float) -> float:
     return float(f"{(3 if lr / 10 ** e < 2.5 else 10) * 10 ** e:.1g}")
 
 
-def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int) -> LrChoice:
-    """Each stage kind's learning rate from `cfg.lr_grid()`, chosen on this seed's validation loss; a kind whose best
-    rate is the largest tried is tried one rate up (`next_rate`), up to `cfg.head_lr_extend` times."""
+def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int,
+           others: tuple[Seeded, ...] = ()) -> LrChoice:
+    """Each stage kind's learning rate from `cfg.lr_grid()`, chosen on validation loss: stage 1 on the mean over this
+    seed and the `others` (the protocol's other seeds, each with its own data), every later kind on this seed; a
+    kind whose best rate is the largest tried is tried one rate up (`next_rate`), up to `cfg.head_lr_extend` times."""
     grid = cfg.lr_grid()
     if not grid:
         return LrChoice()
@@ -68,12 +74,12 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
     for kinds_ in kinds(cfg):
         tried, seconds = [], {}
         for lrs in [{k: lr for k in kinds_} for lr in grid]:
-            tried += _attempt(cfg, data, encoder, store, seed, base, chosen, lrs, seconds)
+            tried += _attempt(cfg, (data, encoder, seed), others, store, base, chosen, lrs, seconds)
         for _ in range(cfg.head_lr_extend):
             edge = _edge(_per_rate(pd.DataFrame(tried)))
             if not edge:
                 break
-            tried += _attempt(cfg, data, encoder, store, seed, base, chosen, edge, seconds)
+            tried += _attempt(cfg, (data, encoder, seed), others, store, base, chosen, edge, seconds)
         per = _per_rate(pd.DataFrame(tried))
         per["seconds"] = [seconds.get((f"{data.namespace}/{k}", lr), 0.0) for k, lr in zip(per["kind"], per["lr"])]
         chosen.update(_best(per))
@@ -86,25 +92,29 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
     return LrChoice({k: chosen[k] for r in kinds(cfg) for k in r}, table.assign(seed=seed))
 
 
-def _attempt(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int, base: Stages | None,
+def _attempt(cfg: RedConfig, first: Seeded, others: tuple[Seeded, ...], store: Store, base: Stages | None,
              chosen: dict[str, float], lrs: dict[str, float], seconds: dict) -> list[dict]:
-    """Train (or load) the stages of the kinds in `lrs`, each at its rate, on `base` (stage 1 at its chosen rate; None:
-    the kind is stage 1 itself); one row per stage with its validation loss, and their cost added to `seconds`."""
+    """Train (or load) the stages of the kinds in `lrs`, each at its rate: stage 1 (`base` None) on the first seed and
+    the others, a later kind on `base` (stage 1 at its chosen rate, first seed); one row per stage with its
+    validation loss and seed, and their cost added to `seconds`."""
     seen, borrowed, rows = len(store.events), store.borrowed, []
     if base is None:
-        st = Stages(cfg, data, encoder, store, seed, lrs=lrs)
-        st.base()
-        rows.append({"kind": "stage1", "lr": lrs["stage1"], **st.epochs[-1]})
+        for data, encoder, seed in (first, *others):
+            st = Stages(cfg, data, encoder, store, seed, lrs=lrs)
+            st.base()
+            rows.append({"kind": "stage1", "lr": lrs["stage1"], "seed": seed, **st.epochs[-1]})
+            if encoder is not first[1]:
+                encoder.release()  # its prefix states load again for its next try; one seed's at a time in memory
         # a try a worker trained (`speed/stage1_runs.py`) loads here: its seconds are the worker's
-        key = (f"{data.namespace}/stage1", lrs["stage1"])
+        key = (f"{first[0].namespace}/stage1", lrs["stage1"])
         seconds[key] = seconds.get(key, 0.0) + store.borrowed - borrowed
     else:
-        jobs = [(k, i) for k in lrs for i in (range(data.n_domains) if k in PER_DOMAIN else [None])]
+        jobs = [(k, i) for k in lrs for i in (range(first[0].n_domains) if k in PER_DOMAIN else [None])]
         st = base.fork({**chosen, **lrs})
         prefetch(st, jobs, {})
         for job in jobs:
             st.get(job)  # a job's inputs load first; its own stage is the last row added
-            rows.append({"kind": job[0], "lr": lrs[job[0]], **st.epochs[-1]})
+            rows.append({"kind": job[0], "lr": lrs[job[0]], "seed": first[2], **st.epochs[-1]})
     by_kind(store, seen, lrs, seconds)
     return rows
 
@@ -134,10 +144,12 @@ def _largest_tried(table: pd.DataFrame) -> pd.Series:
 
 
 def _per_rate(tried: pd.DataFrame) -> pd.DataFrame:
-    """One row per (kind, rate) tried: the mean validation loss over the kind's stages, epochs, stages at the cap."""
+    """One row per (kind, rate) tried: the mean validation loss over the kind's stages (its domains, or stage 1's
+    seeds) and the highest, how many seeds, epochs, stages at the cap."""
     tried["at cap"] = still_improving(tried["best epoch"], tried["max epochs"], tried["patience"])
     return tried.groupby(["kind", "lr"], sort=False).agg(
-        **{"val loss": ("val loss", "mean"), "epochs run": ("epochs run", "max"),
+        **{"val loss": ("val loss", "mean"), "highest val loss of its stages": ("val loss", "max"),
+           "seeds": ("seed", "nunique"), "epochs run": ("epochs run", "max"),
            "best epoch": ("best epoch", "max"), "max epochs": ("max epochs", "first"),
            "still improving at the cap": ("at cap", "sum"), "stages": ("at cap", "size")}).reset_index()
 

@@ -84,9 +84,8 @@ class Stages:
 
     def _stage1_settings(self) -> tuple[TrainConfig, dict]:
         """Stage 1's training settings and its cache key (the key of every later stage builds on it)."""
-        cfg = self.cfg
-        tc = cfg.fit_config(self.seed, "stage 1: encoder top + head", self.lr("stage1"), cfg.backbone_epochs)
-        return tc, {**self.key, "fraction": cfg.backbone_fraction, "train": asdict(tc)}
+        tc = self.cfg.stage1_config(self.seed, self.lr("stage1"))
+        return tc, {**self.key, "fraction": self.cfg.backbone_fraction, "train": asdict(tc)}
 
     def stage1_key(self) -> dict:
         """Stage 1's cache key."""

@@ -6,7 +6,7 @@ With h = h(x) in R^d the encoder's features, C classes and K domains, see `pipel
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import ClassVar
 
 import torch
@@ -15,6 +15,7 @@ from torch.nn import functional as F
 
 from ..core.config import MAX_EPOCHS, MAX_WIDTH, ExperimentConfig, ParameterError, param
 from ..core.runtime import generator
+from ..core.train import TrainConfig
 from ..models.combiners import ResidualMixture
 from ..models.experts import HeadExpert, LowRankLogits, LowRankResidual
 from ..models.routers import Router
@@ -84,6 +85,8 @@ class RedConfig(ExperimentConfig):
     max_epochs: int | None = param(None, "epoch cap of the experts, residuals, routers and heads (the paper: 60)")
     backbone_fraction: float = param(0.1, "share of train used for the backbone stage (the finalized setup: 10%)")
     backbone_epochs: int | None = param(None, "cap for stage 1 (the paper: 60)")
+    backbone_patience: int | None = param(None, "early-stopping patience of stage 1 (the paper: 3): enough that a "
+                                                "plateau does not end it")
     head_lr: float = param(1e-4, 'AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: '
                                  "1e-4)")
     head_lr_grid: str = param("0.0001,0.0003,0.001,0.003", "each stage kind's lr, stage 1 included, chosen on validation "
@@ -98,8 +101,9 @@ class RedConfig(ExperimentConfig):
 
     def check(self) -> None:
         super().check()
-        self.require_positive("backbone_epochs", "rank_divisor")
-        self.require_at_most(MAX_EPOCHS, "backbone_epochs")
+        optional = [n for n in ("backbone_patience",) if getattr(self, n) is not None]  # None: `patience`
+        self.require_positive("backbone_epochs", "rank_divisor", *optional)
+        self.require_at_most(MAX_EPOCHS, "backbone_epochs", *optional)
         self.require_at_most(MAX_WIDTH, "expert_hidden", "router_hidden", "rank_divisor")
         self.require_finite("head_lr", "code_scale")
         self.lr_grid()
@@ -127,6 +131,11 @@ class RedConfig(ExperimentConfig):
 
     # the released code's MoE over its residual-trained logit experts, as an extra stage (the MNIST page's)
     CODE_MOE: ClassVar[bool] = False
+
+    def stage1_config(self, seed: int, lr: float) -> TrainConfig:
+        """Stage 1's fit settings: the shared knobs at `lr`, capped at `backbone_epochs`, with `backbone_patience`."""
+        tc = self.fit_config(seed, "stage 1: encoder top + head", lr, self.backbone_epochs)
+        return replace(tc, patience=self.backbone_patience or self.patience)
 
     def base_rows(self, labels: Tensor, seed: int) -> Tensor:
         """Rows of train that stage 1 trains on: a random `backbone_fraction` of them (the paper's 10%)."""

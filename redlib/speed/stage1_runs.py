@@ -41,8 +41,10 @@ WORKER_BYTES = 1.5 * 2**30
 
 
 def grid_runs(cfg: RangeTaskConfig) -> list[Stage1Run]:
-    """The first seed's stage-1 tries on the claims' setting at every rate of the grid (the selection's first round)."""
-    return [(cfg.settings[0], cfg.seed, lr) for lr in cfg.lr_grid()]
+    """The stage-1 tries on the claims' setting at every rate of the grid, on every seed of the protocol (the
+    selection's first round)."""
+    main = cfg.settings[0]
+    return [(main, seed, lr) for lr in cfg.lr_grid() for seed in cfg.seeds_for(main)]
 
 
 def page_runs(cfg: RangeTaskConfig, choice: LrChoice) -> list[Stage1Run]:
