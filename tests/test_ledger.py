@@ -188,3 +188,13 @@ def test_changes_name_the_ledgers_own_rules_as_causes(tmp_path):
     causes = ledger.changes(now, before, {"sd.red.acc": entry}).set_index("id")["cause"]
     assert causes["eff.train_time"].startswith("the ledger's rule: our figure")
     assert causes["sd.red.acc"] == ledger.PER_SEED_CAUSE
+
+
+def test_a_snapshot_of_the_published_ledger_holds_every_claim_with_its_pages_commit():
+    """What a re-publication saves as results/verdicts_before.csv before it re-runs the pages."""
+    from redlib.core.runtime import project_root
+
+    snap = ledger.snapshot(project_root() / "results")
+    assert list(snap.columns) == ["id", "verdict", "notebook", "published_at"]
+    assert set(snap["id"]) == set(load_claims()) and set(snap["verdict"]) <= set(ledger.VERDICTS)
+    assert (snap["published_at"].str.len() == 7).all()

@@ -1,6 +1,7 @@
 """Task 1 end to end on a tiny decoder backbone: every stage runs, caches, and scores."""
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from redlib.core.config import ParameterError
@@ -128,3 +129,15 @@ def test_one_missing_stage_trained_in_process_keeps_the_runs_stage_record(tiny_q
     cached = Store(tmp_path)
     ranges.run(cfg, 0, task1.Setting("iid"), bb, cached)
     assert events.count("computed") == 1 and len(events) == len(cached.events) == cached.hits > 20, events
+
+
+def test_a_seed_whose_stage_1_stopped_far_from_the_others_is_flagged():
+    from redlib.experiments import range_tables
+
+    rows = [{"stage": "stage 1", "run": "iid", "seed": s, "lr": 3e-4, "val loss": v, "epochs run": 20, "best epoch": 16,
+             "max epochs": 150} for s, v in enumerate([1.57, 2.28, 1.48])]
+    rows += [{**rows[0], "run": "pairs", "val loss": 9.0}, {**rows[0], "stage": "router", "val loss": 9.0}]
+    table = range_tables.stage1_seeds(pd.DataFrame(rows), "iid")
+    assert table["seed"].tolist() == [0, 1, 2] and table["far from the other seeds"].tolist() == [False, True, False]
+    assert range_tables.far_seeds_words(table) == "seed 1 (2.28 against the seeds' median 1.57)"
+    assert range_tables.far_seeds_words(table.assign(**{"far from the other seeds": False})) == "no seed"

@@ -37,6 +37,18 @@ def timed(fn: Callable[[], object], reps: int) -> dict:
     return spread(times)
 
 
+def stage1_inputs(batch: int = 64, tokens: int = 12) -> tuple[Backbone, nn.Linear, torch.Tensor, torch.Tensor,
+                                                               torch.Tensor]:
+    """What one stage-1 step takes, seeded: the embedded backbone (top 2 blocks trained), a head, frozen-prefix
+    states (batch, tokens, d), their mask and the labels."""
+    torch.manual_seed(0)
+    bb = Backbone("embedded", 2)
+    head = nn.Linear(bb.dim, N_CLASSES)
+    h, mask = torch.randn(batch, tokens, bb.dim), torch.ones(batch, tokens, dtype=torch.long)
+    y = torch.randint(N_CLASSES, (batch,), generator=torch.Generator().manual_seed(0))
+    return bb, head, h, mask, y
+
+
 def kernel_throughput(reps: int = 5, batch: int = 64, tokens: int = 12) -> dict:
     """Stage 1's fp32 GFLOP/s (top 2 blocks + head, forward and backward, the pipeline's batch) on the kernels this
     process chose, against a large fp32 matrix product on the same threads (the most these cores reach), and both on
@@ -44,11 +56,7 @@ def kernel_throughput(reps: int = 5, batch: int = 64, tokens: int = 12) -> dict:
     from torch.utils.flop_counter import FlopCounterMode
 
     record = kernels.configure()
-    torch.manual_seed(0)
-    bb = Backbone("embedded", 2)
-    head = nn.Linear(bb.dim, N_CLASSES)
-    h, mask = torch.randn(batch, tokens, bb.dim), torch.ones(batch, tokens, dtype=torch.long)
-    y = torch.randint(N_CLASSES, (batch,), generator=torch.Generator().manual_seed(0))
+    bb, head, h, mask, y = stage1_inputs(batch, tokens)
 
     def step() -> None:
         F.cross_entropy(head(bb.forward_top(h, mask)), y).backward()
@@ -119,11 +127,7 @@ def _stage1_steps(threads: int, steps: int, batch: int = 64, tokens: int = 12) -
     torch threads."""
     torch.set_num_threads(threads)
     kernels.configure()
-    torch.manual_seed(0)
-    bb = Backbone("embedded", 2)
-    head = nn.Linear(bb.dim, N_CLASSES)
-    h, mask = torch.randn(batch, tokens, bb.dim), torch.ones(batch, tokens, dtype=torch.long)
-    y = torch.randint(N_CLASSES, (batch,), generator=torch.Generator().manual_seed(0))
+    bb, head, h, mask, y = stage1_inputs(batch, tokens)
     params = [p for p in bb.parameters() if p.requires_grad] + list(head.parameters())
     return _steps_per_second(lambda: F.cross_entropy(head(bb.forward_top(h, mask)), y), params, 5, steps)
 

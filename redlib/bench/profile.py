@@ -9,13 +9,11 @@ from __future__ import annotations
 import time
 
 import torch
-from torch import nn
 from torch.nn import functional as F
 from torch.profiler import ProfilerActivity, profile, record_function
 
-from ..models.backbone import Backbone
 from ..speed import kernels
-from ..tasks.arithmetic import N_CLASSES
+from .micro import stage1_inputs
 
 # operator name (torch.profiler's) -> the group the Speed page names; the first group whose words the name holds
 GROUPS = (("large matrix products", ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")),
@@ -41,11 +39,7 @@ def stage1_profile(steps: int = 20, batch: int = 64, tokens: int = 12) -> dict:
     """One stage-1 step (top 2 blocks + head at the pipeline's batch, AdamW as the fit loop's) on this process's
     kernels: each phase's median wall seconds, and the operators' own CPU seconds per group over `steps` steps."""
     record = kernels.configure()
-    torch.manual_seed(0)
-    bb = Backbone("embedded", 2)
-    head = nn.Linear(bb.dim, N_CLASSES)
-    h, mask = torch.randn(batch, tokens, bb.dim), torch.ones(batch, tokens, dtype=torch.long)
-    y = torch.randint(N_CLASSES, (batch,), generator=torch.Generator().manual_seed(0))
+    bb, head, h, mask, y = stage1_inputs(batch, tokens)
     params = [p for p in bb.parameters() if p.requires_grad] + list(head.parameters())
     opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01)
     phases: dict[str, list[float]] = {"forward": [], "backward": [], "optimiser step": []}
