@@ -75,6 +75,10 @@ class RobustnessConfig(NotebookConfig):
             raise ParameterError(f"parameter 'n_seeds' must be >= 1, got {self.n_seeds}")
         if not 1 <= self.train_seeds <= self.n_seeds:
             raise ParameterError(f"parameter 'train_seeds' must be in [1, n_seeds={self.n_seeds}], got {self.train_seeds}")
+        fewest = min(len(src.seeds) for src in self.sources().values())
+        if self.n_seeds > fewest:
+            raise ParameterError(f"parameter 'n_seeds' must be at most {fewest}, the seeds the source pages run in "
+                                 f"profile {self.profile!r}, got {self.n_seeds}")
         if not 0 < self.stable_tol < 1:
             raise ParameterError(f"parameter 'stable_tol' must be in (0, 1), got {self.stable_tol}")
         self.levels()
@@ -103,8 +107,9 @@ class RobustnessConfig(NotebookConfig):
         return [int(v) for v in _numbers("rank_divisors", self.rank_divisors, 1, 1024, int)]
 
     def sources(self) -> dict[str, RedConfig]:
-        """The configs of the pages whose runs this page reuses, at their profile's values (so their stages load)."""
-        common = {"profile": self.profile, "seed": self.seed, "device": self.device, "n_seeds": self.n_seeds}
+        """The configs of the pages whose runs this page reuses, at their profile's values (so their stages load, and
+        their learning rates are chosen on their own seeds, as on their pages)."""
+        common = {"profile": self.profile, "seed": self.seed, "device": self.device}
         return {"task1": task1.Task1Config.from_params(**common, backbone=self.backbone),
                 "task2": task2.Task2Config.from_params(**common, backbone=self.backbone),
                 "mnist": mnist.MnistConfig.from_params(**common, data_dir=self.mnist_data_dir)}
@@ -126,7 +131,7 @@ def choose(cfg: RobustnessConfig, task: str, store: Store, bb: Backbone | None =
     src = cfg.sources()[task]
     if task == "mnist":
         return mnist.choose(src, store)
-    return ranges.choose(src, bb, store, beside=False)  # it reuses the claims' setting only
+    return ranges.choose(src, bb, store)
 
 
 def load(cfg: RobustnessConfig, task: str, seed: int, store: Store, bb: Backbone | None = None,
