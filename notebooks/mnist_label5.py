@@ -31,6 +31,16 @@
 # logits to the base head and its MoE gate mixes those same experts. Both forms are measured;
 # `judged_forms` says which one the claims are judged with.
 
+# %% [markdown]
+# :::{admonition} The answer
+# :class: tip
+# RED reaches {glue:text}`mn_red` and the softmax MoE {glue:text}`mn_moe` (mean ± sd over
+# seeds; the research code on 60k digits: {glue:text}`mn_paper_red` and {glue:text}`mn_paper_moe`):
+# `mn.red.acc` **{glue:text}`mn_v_mn_red_acc`**, `mn.moe.acc` **{glue:text}`mn_v_mn_moe_acc`**, on
+# {glue:text}`mn_n_train` training digits. A seed whose stage 1 stopped far from the others:
+# {glue:text}`mn_stage1_far`.
+# :::
+
 # %% tags=["parameters", "remove-cell"]
 profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
@@ -99,12 +109,12 @@ plots.styled(sizes, hide_index=True, caption="Digits per split and domain")
 # experts, RED's residual experts and the code's logit experts (each alone on its domain), RED's
 # router on the domain labels, the MoE's own gate over the classifier experts, the code's MoE gate
 # over its logit experts, and RED stage 4.
-# Each stage kind's learning rate, stage 1's included, is chosen first, on the first seed's
-# validation loss, from one grid that is the same for every method (the table under "Epochs and time").
+# Each stage kind's learning rate, stage 1's included, is chosen first on validation loss (stage 1's on
+# the mean over every seed, the rest on the first seed's), from one grid that is the same for every method (the table under "Diagnostics").
 
 # %% tags=["hide-input", "remove-stderr"]
 tables, first = [], None
-choice = mnist.choose(cfg, store)  # every stage kind's learning rate, on the first seed's validation loss
+choice = mnist.choose(cfg, store)  # every stage kind's learning rate, on validation loss
 for s in tqdm(cfg.seeds, desc="MNIST", disable=not progress_enabled()):
     run = mnist.run(cfg, s, data if s == cfg.seed else mnist.load(cfg, s), store, choice.lrs)
     tables.append(mnist.evaluate(run))
@@ -169,9 +179,12 @@ results.record(mnist.claims(cfg, t))
 ledger.styled(ledger.page_table(results.claims))
 
 # %% [markdown]
-# ## Epochs and time per stage
+# ## Diagnostics: learning rates, every seed's stage 1, epochs and time
+#
+# How each stage kind's rate was chosen, each seed's stage 1 (flagged where it stopped far from the
+# others), the epochs each stage ran against its cap, and the seconds per stage (click to show).
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 plots.training_tables(t, by=("stage",))
 
 # %% tags=["remove-cell"]
@@ -191,7 +204,7 @@ glue_values(mnist.found(cfg, t, ledger.verdicts(results.claims), len(data["train
 #   {glue:text}`mn_paper_uniform`, base {glue:text}`mn_paper_base`).
 # - RED's router names the right label pair for {glue:text}`mn_router:.3f` of test digits; on average a
 #   digit gives {glue:text}`mn_own_weight:.3f` of its routing weight to its own domain.
-# - Learning rates: each stage kind (the CNN of stage 1 included) was trained on the first seed at every
+# - Learning rates: each stage kind (the CNN of stage 1 on every seed, the rest on the first) was trained at every
 #   rate of one grid ({glue:text}`mn_lr_grid`), the same grid for every method, and keeps the rate with the lowest validation
 #   loss: {glue:text}`mn_lrs` (the research code's 1e-3 for every stage is `head_lr_grid="none"`).
 #   Kinds whose choice is still the largest rate tried after the steps up, where a larger one might do better:

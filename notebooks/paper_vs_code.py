@@ -169,12 +169,14 @@ glue_values(in_our_runs)
 #   every step the programs can produce (left in [2, 100], right in [2, 50], result in [2, 100]), sampled
 #   per operation for train and val; test holds every step once. *In our runs:* single steps, RED
 #   {glue:text}`pvc_sd_single`.
-# - **Learning rates.** The paper uses 1e-4 for every expert and router, up to 60 epochs (a rate set for
-#   Qwen3-0.6B). Here each stage kind, stage 1 included, takes its rate from one grid, chosen on the first seed's
-#   validation loss, the same grid for every method, and a kind whose best is the grid's largest rate is tried
-#   one rate up, then another, by the same rule (each page shows the choice); 1e-4 for every stage is
+# - **Learning rates and caps.** The paper uses 1e-4 for every expert and router, up to 60 epochs with
+#   patience 3 (set for Qwen3-0.6B). Here each stage kind, stage 1 included, takes its rate from one grid, the
+#   same for every method, chosen on validation loss (stage 1's on the mean over every seed, the rest on the
+#   first seed's), and a kind whose best is the grid's largest rate is tried one rate up, then another, by the
+#   same rule (each page shows the choice); every stage may run 150 epochs, and stage 1 stops after 10 without
+#   improvement, so neither a cap nor a plateau ends a stage still improving. 1e-4 for every stage is
 #   `head_lr_grid="none"`, and the step decomposition shows it beside the claims; Task 1 and Task 2 show
-#   stage 1 at the paper's rate beside the chosen one, on every seed (`stage1_paper_beside`). *In our runs:*
+#   stage 1 at the paper's rate beside the chosen one, on the first seed (`stage1_paper_beside`). *In our runs:*
 #   single steps, RED at the chosen rates and at the paper's {glue:text}`pvc_lr_check`.
 #
 # ## The routing experiments and MNIST

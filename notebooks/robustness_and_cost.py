@@ -40,6 +40,16 @@
 # integration from the gate, the MoE's experts mixed by RED's router; uniform averaging and the
 # global head do not route and are drawn as references.
 
+# %% [markdown]
+# :::{admonition} The answer
+# :class: tip
+# Under routing noise RED loses {glue:text}`rb_t1_lost_red:.3f` of Task 1's accuracy and
+# the softmax MoE {glue:text}`rb_t1_lost_moe:.3f` (MNIST: {glue:text}`rb_mn_lost_red:.3f` against
+# {glue:text}`rb_mn_lost_moe:.3f`): the claim that RED degrades more gracefully
+# **{glue:text}`rb_v_rob_routing_noise`**. On Task 1 the global head alone answers
+# {glue:text}`rb_t1_clean_global:.3f` of the questions, so RED's robustness there is largely its base's.
+# :::
+
 # %% tags=["parameters", "remove-cell"]
 profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the runs of seed, ..., seed+n_seeds-1 of the Task 1, Task 2 and MNIST pages are reused

@@ -31,6 +31,15 @@
 # The paper reports these as heatmaps without numbers; its claims ledger states each as an
 # ordering: the planted expert gets more of its own domain's routing than of the others'.
 
+# %% [markdown]
+# :::{admonition} The answer
+# :class: tip
+# A pretrained code expert takes {glue:text}`ra_code_share:.3f` of the routing weight on code
+# (uniform: 0.25), `ra.code_expert` **{glue:text}`ra_v_ra_code_expert`**; the '0 or 7' expert,
+# `ra.mnist07` **{glue:text}`ra_v_ra_mnist07`**; domain experts, `ra.domain_match`
+# **{glue:text}`ra_v_ra_domain_match`**.
+# :::
+
 # %% tags=["parameters", "remove-cell"]
 profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1

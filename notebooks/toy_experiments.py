@@ -24,6 +24,15 @@
 # This page re-runs all three experiments over several seeds and checks each of the
 # paper's seven toy claims against what we measure.
 
+# %% [markdown]
+# :::{admonition} The answer
+# :class: tip
+# Linear experts trained alone land on the shared optimum
+# (**{glue:text}`toy_v_toy_linear_weights`**) and averaging them works; MLP experts' averages collapse
+# (**{glue:text}`toy_v_toy_mlp_average_collapse`**); residual experts over a shared base mix well
+# (**{glue:text}`toy_v_toy_residual_all_mixed`**).
+# :::
+
 # %% tags=["parameters", "remove-cell"]
 profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1

@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 
 from ..core import measure
-from ..core.claims import VALUE_TOL, load_claims, ranking, seeds_words
+from ..core.claims import VALUE_TOL, load_claims, ranking, seeds_words, verdict_keys
 from ..core.config import ParameterError, param
 from ..core.metrics import confusion
 from ..core.runtime import resolve_device
@@ -26,7 +26,7 @@ from ..red.encoders import ImageEncoder
 from ..red.pipeline import RedConfig, RedRun, TaskData, balanced_subsample, run_red
 from ..red.selection import LrChoice
 from ..tasks.mnist import DOMAIN_NAMES, N_CLASSES, Arrays, check_idx_dir, domain_of, splits, to_tensor
-from .range_tables import capped_stages
+from .range_tables import capped_stages, far_seeds_words, stage1_seeds
 from .ranges import METHOD_KEYS, ORDER
 
 NAMESPACE = "mnist"
@@ -224,5 +224,6 @@ def found(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_tra
             f"{k}: {m}" for k, m in JUDGED[cfg.judged_forms].items()) + ")",
         "mn_capped": capped_stages(t["epochs"], by=("stage",)), "mn_max_epochs": cfg.max_epochs,
         "mn_patience": cfg.patience, "mn_value_tol": VALUE_TOL,
-        "mn_verdicts": ", ".join(f"{c} {verdict}" for c, verdict in v.items()),
+        "mn_verdicts": ", ".join(f"{c} {verdict}" for c, verdict in v.items()), **verdict_keys("mn", v),
+        "mn_stage1_far": far_seeds_words(stage1_seeds(t["epochs"])),
     }
