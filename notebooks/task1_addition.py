@@ -43,7 +43,7 @@
 # :class: tip
 # RED reaches {glue:text}`t1_red:.3f` against the paper's {glue:text}`t1_paper_red`, the softmax MoE
 # {glue:text}`t1_moe:.3f` against {glue:text}`t1_paper_moe`; the paper's ordering claim
-# **{glue:text}`t1_v_t1_order`**. The reason: {glue:text}`t1_iid_ceiling`. On unseen operand pairs, where
+# **{glue:text}`t1_v_t1_order`**. On the iid test, {glue:text}`t1_iid_ceiling`. On unseen operand pairs, where
 # there is room, RED − MoE is {glue:text}`t1_pairs_gap`.
 # :::
 

@@ -300,7 +300,8 @@ def dependence(df: pd.DataFrame, x: str, methods: tuple[str, ...], title: str):
     long = df.melt(id_vars=[x, "stage 1 at"], value_vars=list(methods), var_name="method", value_name="accuracy")
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     sns.scatterplot(long, x=x, y="accuracy", hue="method", style="stage 1 at", s=70, ax=ax)
-    ax.set(title=title, ylim=(0, 1.02))
+    ax.set(title=title, ylim=(-0.03, 1.03))
+    ax.locator_params(axis="x", nbins=5)  # few ticks: losses print with several digits
     ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, fontsize=9)
     fig.tight_layout()
     return fig
