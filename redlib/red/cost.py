@@ -10,6 +10,7 @@ from torch import nn
 from ..core import measure
 from ..models.backbone import Backbone
 from .pipeline import RedConfig
+from .types import STAGE_KINDS
 
 # Qwen3-0.6B's published shape, for counting parameters from the configuration alone (no weights).
 QWEN3_0_6B = {"vocab_size": 151_936, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
@@ -94,7 +95,8 @@ def time_table(times: pd.DataFrame) -> pd.DataFrame:
     info = times.groupby("page", sort=False)[["compute_seconds", "runs", "peak_rss_mb", "git_commit"]].first()
     info = info.assign(training_memory_at_most_gib=info.pop("peak_rss_mb") / 1024)
     long = wide.join(info).T.astype(object)
-    long.index = [f"{k} s" if k in wide.columns else k.replace("_", " ") for k in long.index]
+    long.index = [f"{STAGE_KINDS.get(k, k.replace('_', ' '))}, s" if k in wide.columns else k.replace("_", " ")
+                  for k in long.index]  # a stage kind by what it holds ("global head on all of train, s")
     return long.rename_axis("stage / page")
 
 
