@@ -145,6 +145,19 @@ show_measured("stage1_profile", "Stage 1's profile has", lambda p: (
     + ", ".join(f"{k} {v:.0f}" for k, v in p["phases_ms"].items()) + f"; {p['matmul']['path']} kernels)", None))
 
 # %% [markdown]
+# One lever the profile points to: the optimiser step. AdamW's fused implementation updates every parameter in
+# one kernel; it computes the same fp32 update as the per-tensor `foreach` one, rounded differently, and every
+# stage trains with it (`ADAMW` in `redlib/core/train.py`; the choice is in every stage's cache key):
+
+# %% tags=["hide-input"]
+show_measured("optimizer", "The AdamW kinds have", lambda o: (pd.DataFrame([{
+    "AdamW": kind + (" (used)" if kind == o["chosen"] else ""),
+    "stage 1 steps/s": round(v["stage1_steps_per_second"]["median"], 2),
+    "small-stage steps/s (1 thread)": round(v["small_steps_per_second"]["median"])} for kind, v in o["kinds"].items()]),
+    f"AdamW fused against foreach: stage 1 {o['stage1_speedup']:.2f}x, a small stage {o['small_speedup']:.2f}x; after "
+    f"10 steps their parameters differ by {o['relative_difference_after_10_steps']:.1e} of the largest", None))
+
+# %% [markdown]
 # The small stages after stage 1 (experts, residuals, routers, gates, stage 4) take steps of 16 feature vectors:
 # too little work to share between threads, so the page's worker processes train them on one torch thread each
 # (`STAGE_THREADS` in `redlib/speed/parallel.py`), in the page's own process as well, since another thread count can

@@ -38,6 +38,9 @@ def test_bench_smoke_mode_writes_a_complete_report(tmp_path):
     groups = bench_report.profile_table(prof).set_index("group")
     assert groups.loc["large matrix products", "forward"] > 0 and groups.loc["large matrix products", "backward"] > 0
     assert groups.loc["optimiser (AdamW's element-wise updates)", "optimiser step"] > 0
+    opt = saved["optimizer"]
+    assert set(opt["kinds"]) == {"fused", "foreach"} and opt["stage1_speedup"] > 0 and opt["small_speedup"] > 0
+    assert 0 <= opt["relative_difference_after_10_steps"] < 1e-5  # both compute the fp32 update, rounded apart
     assert not (tmp_path / "history.jsonl").exists()  # smoke runs stay out of the history of runs
     append_history(report, tmp_path)
     append_history(report, tmp_path)

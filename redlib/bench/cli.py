@@ -46,7 +46,7 @@ def test_command(out: Path) -> None:
 
 def kernels(out: Path) -> None:
     """--kernels: the micro-benchmarks and stage 1's profile, each entry updated."""
-    from .micro import kernel_throughput, stage1_processes, stage_threads, text_padding
+    from .micro import kernel_throughput, optimizer_kinds, stage1_processes, stage_threads, text_padding
     from .profile import stage1_profile
     from .run import update_entry
 
@@ -55,6 +55,7 @@ def kernels(out: Path) -> None:
     pad = update_entry(out, "text_padding", text_padding)["text_padding"]
     s1 = update_entry(out, "stage1_processes", stage1_processes)["stage1_processes"]
     prof = update_entry(out, "stage1_profile", stage1_profile)["stage1_profile"]["phases_ms"]
+    opt = update_entry(out, "optimizer", optimizer_kinds)["optimizer"]
     other = (f" ({k['other_path']['chosen_stage1_speedup']:.2f}x the {k['other_path']['path']} kernels)"
              if "other_path" in k else "")
     print(f"bench updated: {out / 'bench.json'} (kernels: {k['matmul']['path']}, stage 1 {k['stage1_gflops']:.0f} "
@@ -62,7 +63,8 @@ def kernels(out: Path) -> None:
           f"worker: {t['speedup_1_over_2']:.2f}x their speed on 2; Task 2 batches cut to their longest text: training "
           f"{pad['train_speedup']:.2f}x, validation {pad['validate_speedup']:.2f}x; stage 1 in two one-thread "
           f"processes side by side: {s1['speedup_side_by_side']:.2f}x one two-thread process; one stage-1 step: "
-          + ", ".join(f"{k} {v:.0f} ms" for k, v in prof.items()) + ")")
+          + ", ".join(f"{k} {v:.0f} ms" for k, v in prof.items())
+          + f"; fused AdamW: stage 1 {opt['stage1_speedup']:.2f}x, small stages {opt['small_speedup']:.2f}x foreach's)")
 
 
 def pages(args: argparse.Namespace, out: Path, profiles: list[str] | None) -> None:

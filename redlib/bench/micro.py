@@ -17,6 +17,7 @@ from torch.nn import functional as F
 
 from ..experiments.task1 import Task1Config
 from ..models.backbone import Backbone
+from ..core.train import ADAMW, ADAMW_KINDS, adamw
 from ..speed import kernels
 from ..tasks.arithmetic import N_CLASSES
 
@@ -94,9 +95,10 @@ def kernel_throughput(reps: int = 5, batch: int = 64, tokens: int = 12) -> dict:
     return out
 
 
-def _steps_per_second(loss: Callable[[], torch.Tensor], params: list, warmup: int, steps: int) -> float:
+def _steps_per_second(loss: Callable[[], torch.Tensor], params: list, warmup: int, steps: int,
+                      kind: str = ADAMW) -> float:
     """Training steps per second (the loss's backward and the pipeline's AdamW step) after `warmup` untimed steps."""
-    opt = torch.optim.AdamW(params, lr=1e-5, foreach=True)
+    opt = adamw(params, 1e-5, 0.01, kind)
 
     def step() -> None:
         loss().backward()
@@ -111,7 +113,7 @@ def _steps_per_second(loss: Callable[[], torch.Tensor], params: list, warmup: in
     return steps / (time.perf_counter() - t)
 
 
-def _small_stage_steps(threads: int, steps: int) -> float:
+def _small_stage_steps(threads: int, steps: int, kind: str = ADAMW) -> float:
     """In a worker: training steps per second of a RED residual on features (batch 16, through a frozen head) on
     `threads` torch threads."""
     torch.set_num_threads(threads)
@@ -119,17 +121,18 @@ def _small_stage_steps(threads: int, steps: int) -> float:
     torch.manual_seed(0)
     residual, head = Task1Config().residual(384), nn.Linear(384, N_CLASSES).requires_grad_(False)
     h, y = torch.randn(16, 384), torch.randint(N_CLASSES, (16,))
-    return _steps_per_second(lambda: F.cross_entropy(head(h + residual(h)), y), list(residual.parameters()), 50, steps)
+    return _steps_per_second(lambda: F.cross_entropy(head(h + residual(h)), y), list(residual.parameters()), 50, steps,
+                             kind)
 
 
-def _stage1_steps(threads: int, steps: int, batch: int = 64, tokens: int = 12) -> float:
+def _stage1_steps(threads: int, steps: int, batch: int = 64, tokens: int = 12, kind: str = ADAMW) -> float:
     """In a worker: stage-1 training steps per second (top 2 blocks + head, at the pipeline's batch) on `threads`
     torch threads."""
     torch.set_num_threads(threads)
     kernels.configure()
     bb, head, h, mask, y = stage1_inputs(batch, tokens)
     params = [p for p in bb.parameters() if p.requires_grad] + list(head.parameters())
-    return _steps_per_second(lambda: F.cross_entropy(head(bb.forward_top(h, mask)), y), params, 5, steps)
+    return _steps_per_second(lambda: F.cross_entropy(head(bb.forward_top(h, mask)), y), params, 5, steps, kind)
 
 
 def _side_by_side(fn: Callable[[int, int], float], processes: int, threads: int, steps: int, reps: int) -> dict:
@@ -198,3 +201,41 @@ def text_padding(reps: int = 3, n: int = 2048, batch: int = 16, steps: int = 40)
             "padded to": enc.mask.shape[1], **out,
             "train_speedup": out["padded"]["train"]["median"] / out["cut"]["train"]["median"],
             "validate_speedup": out["padded"]["validate"]["median"] / out["cut"]["validate"]["median"]}
+
+
+def optimizer_kinds(reps: int = 3, small_steps: int = 2000, stage1_steps: int = 20) -> dict:
+    """AdamW fused against foreach, in this process: stage 1's steps per second (the page's threads) and a small
+    stage's (one thread, as the workers train them), and how far apart the two leave stage 1's parameters after 10
+    steps on the same gradients (relative to the parameters' size): both are AdamW's fp32 update, rounded apart."""
+    threads = torch.get_num_threads()
+    out: dict = {"threads": threads, "chosen": ADAMW, "kinds": {}}
+    for kind in ADAMW_KINDS:
+        s1 = spread([_stage1_steps(threads, stage1_steps, kind=kind) for _ in range(reps)])
+        small = spread([_small_stage_steps(1, small_steps, kind) for _ in range(reps)])
+        out["kinds"][kind] = {"stage1_steps_per_second": s1, "small_steps_per_second": small}
+    torch.set_num_threads(threads)
+    median = lambda kind, what: out["kinds"][kind][what]["median"]  # noqa: E731
+    out["stage1_speedup"] = median("fused", "stage1_steps_per_second") / median("foreach", "stage1_steps_per_second")
+    out["small_speedup"] = median("fused", "small_steps_per_second") / median("foreach", "small_steps_per_second")
+    out["relative_difference_after_10_steps"] = _optimizer_gap(10)
+    return out
+
+
+def _optimizer_gap(steps: int) -> float:
+    """max |fused - foreach| / max |parameter| over stage 1's parameters after `steps` AdamW steps on the same
+    gradients from the same start."""
+    bb, head, *_ = stage1_inputs()
+    trained = [p for p in bb.parameters() if p.requires_grad] + list(head.parameters())
+    start = [p.detach().clone() for p in trained]
+    grads = [torch.randn_like(p) for p in start]
+    ends = []
+    for kind in ADAMW_KINDS:
+        params = [nn.Parameter(p.clone()) for p in start]
+        opt = adamw(params, 1e-4, 0.01, kind)
+        for _ in range(steps):
+            for p, g in zip(params, grads):
+                p.grad = g.clone()
+            opt.step()
+        ends.append([p.detach() for p in params])
+    gap = max(float((a - b).abs().max()) for a, b in zip(*ends))
+    return gap / max(float(p.abs().max()) for p in start)

@@ -38,7 +38,8 @@ from ..experiments.task1 import Task1Config
 from ..models.backbone import Backbone, embedded_path
 from ..models.combiners import ProbMixture, ResidualMixture
 from ..tasks.arithmetic import N_CLASSES, RANGE_NAMES, Task1Spec, make_task1
-from .micro import kernel_throughput, spread, stage1_processes, stage_threads, text_padding, timed
+from .micro import (kernel_throughput, optimizer_kinds, spread, stage1_processes, stage_threads, text_padding,
+                    timed)
 from .profile import stage1_profile
 
 TARGETS = {"embedded_cache_speedup": 1.6, "qwen_cache_speedup": 4.5, "full_book_minutes": BOOK_MINUTES,
@@ -365,6 +366,26 @@ def append_history(report: dict, out: Path) -> None:
         f.write(json.dumps(headline(report)) + "\n")
 
 
+def _micro(step: Callable[..., None], reps: int, smoke: bool, tmp: Path) -> None:
+    """Every micro-benchmark, each one `step` of the report (small sizes when smoke)."""
+    n = 64 if smoke else 1024
+    # the pipeline's own micro-batch (Task 1's default) and the paper's (16, accumulated to 64)
+    batches = sorted({Task1Config().batch_size, PAPER_BATCH}, reverse=True)
+    depths = [6] if smoke else [6, 12, 28]
+    step("prefix_cache", lambda: {
+        "embedded": prefix_vs_naive("embedded", n, batches, reps),
+        "qwen_shaped": [r for L in depths for r in prefix_vs_naive(str(qwen_shaped(L, tmp)), n, batches, reps)],
+        "qwen_shape": QWEN_SHAPE, "pipeline_batch": Task1Config().batch_size, "paper_batch": PAPER_BATCH})
+    step("features_cache", lambda: features_vs_recompute(4 * n, 64, reps))
+    step("throughput", lambda: throughput(8 * n, reps))
+    step("kernels", lambda: kernel_throughput(reps))
+    step("stage_threads", lambda: stage_threads(reps, 200 if smoke else 2000))
+    step("text_padding", lambda: text_padding(reps, 64 if smoke else 2048, steps=2 if smoke else 40))
+    step("stage1_processes", lambda: stage1_processes(reps, 5 if smoke else 40))
+    step("stage1_profile", lambda: stage1_profile(2 if smoke else 20))
+    step("optimizer", lambda: optimizer_kinds(reps, 100 if smoke else 2000, 3 if smoke else 20))
+
+
 def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None,
               profiles: list[str] | None = None) -> dict:
     """Run every measurement (small sizes when smoke) and write bench.json under `out` after each step.
@@ -374,9 +395,6 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
     """
     os.environ.setdefault("REDLIB_PROGRESS", "0")
     reps = 1 if smoke else 5
-    n = 64 if smoke else 1024
-    # the pipeline's own micro-batch (Task 1's default) and the paper's (16, accumulated to 64)
-    batches = sorted({Task1Config().batch_size, PAPER_BATCH}, reverse=True)
     profiles = profiles or (["smoke"] if smoke else ["smoke", "full"])
     started = time.time()
     report: dict = {"smoke": smoke, "targets": TARGETS, "git_commit": git_commit(), "libraries": library_versions(),
@@ -400,18 +418,7 @@ def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None
 
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
-        depths = [6] if smoke else [6, 12, 28]
-        step("prefix_cache", lambda: {
-            "embedded": prefix_vs_naive("embedded", n, batches, reps),
-            "qwen_shaped": [r for L in depths for r in prefix_vs_naive(str(qwen_shaped(L, tmp)), n, batches, reps)],
-            "qwen_shape": QWEN_SHAPE, "pipeline_batch": Task1Config().batch_size, "paper_batch": PAPER_BATCH})
-        step("features_cache", lambda: features_vs_recompute(4 * n, 64, reps))
-        step("throughput", lambda: throughput(8 * n, reps))
-        step("kernels", lambda: kernel_throughput(reps))
-        step("stage_threads", lambda: stage_threads(reps, 200 if smoke else 2000))
-        step("text_padding", lambda: text_padding(reps, 64 if smoke else 2048, steps=2 if smoke else 40))
-        step("stage1_processes", lambda: stage1_processes(reps, 5 if smoke else 40))
-        step("stage1_profile", lambda: stage1_profile(2 if smoke else 20))
+        _micro(step, reps, smoke, tmp)
         report["notebooks"] = {}
         for p in profiles:
             # the smoke profile is cheap enough to repeat; a full cold pass takes most of an hour

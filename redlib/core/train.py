@@ -30,13 +30,31 @@ class TrainSettings:
     patience: int | None = 3
 
 
+# AdamW's implementation: "fused" (one kernel updates every parameter) where the device has it, else "foreach".
+# Both compute AdamW's fp32 update and round it differently; on the 2-core machine fused trains the small stages
+# about 1.5x as many steps per second and stage 1 about 7% faster (`make bench`'s `optimizer` entry).
+ADAMW = "fused"
+ADAMW_KINDS = ("fused", "foreach")
+
+
 @dataclass
 class TrainConfig(TrainSettings):
-    """One fit: the knobs, plus the improvement that counts, the stage's seed and its progress label."""
+    """One fit: the knobs, plus the improvement that counts, the stage's seed, its progress label and the AdamW
+    implementation (part of every stage's cache key: another rounds the last bits differently)."""
 
     min_delta: float = 0.0
     seed: int = 0
     desc: str = "train"
+    optimizer: str = ADAMW
+
+
+def adamw(params: list[nn.Parameter], lr: float, weight_decay: float, kind: str = ADAMW) -> torch.optim.AdamW:
+    """AdamW over `params`, fused where asked and the parameters' device has it (CPU, CUDA), else foreach."""
+    if kind not in ADAMW_KINDS:
+        raise ValueError(f"AdamW kind must be one of {', '.join(ADAMW_KINDS)}, got {kind!r}")
+    device = params[0].device.type if params else "cpu"
+    how = {"fused": True} if kind == "fused" and device in ("cpu", "cuda") else {"foreach": True}
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, **how)
 
 
 @dataclass
@@ -92,8 +110,7 @@ def fit(model: nn.Module, loss_fn: LossFn, train: Batch, val: Batch, cfg: TrainC
         raise ValueError(f"virtual_batch ({cfg.virtual_batch}) must be a multiple of batch_size ({cfg.batch_size})")
     accum = cfg.virtual_batch // cfg.batch_size
     params = [p for p in model.parameters() if p.requires_grad]
-    # foreach: one kernel per step for all parameters; bit-identical to the per-tensor loop, a little faster on CPU
-    opt = torch.optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay, foreach=True)
+    opt = adamw(params, cfg.lr, cfg.weight_decay, cfg.optimizer)
     gen = generator(cfg.seed)
     n = len(train[0])
     result = FitResult()
