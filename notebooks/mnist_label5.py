@@ -175,8 +175,7 @@ plots.confusions(mnist.confusions(first), "predicted digit", "true digit", every
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-results.record(mnist.claims(cfg, t))
-ledger.styled(ledger.page_table(results.claims))
+pages.claims_table(results, mnist.claims(cfg, t))
 
 # %% [markdown]
 # ## Diagnostics: learning rates, every seed's stage 1, epochs and time

@@ -247,8 +247,7 @@ plots.styled(cost.time_table(t["stage_times"]), precision=1, caption="Training c
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-results.record(rr.claims(cfg, t))
-ledger.styled(ledger.page_table(results.claims))
+pages.claims_table(results, rr.claims(cfg, t))
 
 # %% tags=["remove-cell"]
 glue_values(rr.found(cfg, t, ledger.verdicts(results.claims)))

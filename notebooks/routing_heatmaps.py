@@ -275,8 +275,7 @@ plots.styled(epochs.drop(columns="cached"), hide_index=True, caption="Every stag
 # (judged without the entropy term, the paper's base setting; with it, beside it as an extension).
 
 # %% tags=["hide-input"]
-results.record(rr.claims(cfg, code_table, contrast, match, rr.by_domain(code_routes, first=5)))
-ledger.styled(ledger.page_table(results.claims))
+pages.claims_table(results, rr.claims(cfg, code_table, contrast, match, rr.by_domain(code_routes, first=5)))
 
 # %% tags=["remove-cell"]
 glue_values(rr.found(cfg, results.claims, ledger.verdicts(results.claims), contrast, match, domain_table))

@@ -198,3 +198,13 @@ def test_a_snapshot_of_the_published_ledger_holds_every_claim_with_its_pages_com
     assert list(snap.columns) == ["id", "verdict", "notebook", "published_at"]
     assert set(snap["id"]) == set(load_claims()) and set(snap["verdict"]) <= set(ledger.VERDICTS)
     assert (snap["published_at"].str.len() == 7).all()
+
+
+def test_a_pages_extensions_sit_in_a_table_of_their_own_with_the_rules_word():
+    measured = {"t1.red.acc": {"value": 0.96, "per_seed": [0.95, 0.97],
+                               "extensions": {"pairs split": {"value": 0.5, "per_seed": [0.5]}}},
+                "t1.moe.acc": {"value": 0.86, "per_seed": [0.86]}}
+    assert "our extension (rule's verdict)" not in ledger.page_table(measured).columns
+    ext = ledger.extension_table(measured)
+    assert list(ext.index) == ["t1.red.acc"] and ext.loc["t1.red.acc", "pairs split"] == "0.5 (does not hold)"
+    assert ledger.extension_table({"t1.moe.acc": measured["t1.moe.acc"]}).empty

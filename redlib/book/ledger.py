@@ -307,14 +307,24 @@ def link(notebook: str) -> str:
 
 
 def page_table(measured: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> pd.DataFrame:
-    """A page's own claims table: each claim it measured, the paper's number, ours, spread and the ledger's verdict."""
+    """A page's own claims table: each claim it measured, the paper's number, ours, spread and the ledger's verdict
+    (our extensions' measurements are in `extension_table`)."""
     claims, judged = load_claims(claims_file), verdicts(measured, claims_file, tol)
-    df = pd.DataFrame([{
+    return pd.DataFrame([{
         "claim": cid, "the paper says": claims[cid]["claim"], "paper": _fmt(claims[cid]["paper"]),
         "ours (mean)": _fmt(entry.get("value")) + (f" ({entry['measure']})" if entry.get("measure") else ""),
-        "spread over seeds": _spread({"notebook": page_of(claims[cid]["group"]), **entry}), "verdict": judged[cid],
-        "our extension (rule's verdict)": extension(claims[cid], entry, tol)} for cid, entry in measured.items()])
-    return df if df["our extension (rule's verdict)"].any() else df.drop(columns="our extension (rule's verdict)")
+        "spread over seeds": _spread({"notebook": page_of(claims[cid]["group"]), **entry}), "verdict": judged[cid]}
+        for cid, entry in measured.items()])
+
+
+def extension_table(measured: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> pd.DataFrame:
+    """Our extensions of a page's claims, one row per claim and one column per extension setting: our value and, in
+    brackets, what the ledger's rule would say of it (never the claim's verdict). Empty when the page has none."""
+    claims = load_claims(claims_file)
+    rows = {cid: {label: f"{_fmt(e.get('value'))} ({verdict(claims[cid], e, tol)})"
+                  for label, e in entry.get("extensions", {}).items()} for cid, entry in measured.items()}
+    rows = {cid: r for cid, r in rows.items() if r}
+    return pd.DataFrame.from_dict(rows, orient="index").fillna("-").rename_axis("claim") if rows else pd.DataFrame()
 
 
 def styled(df: pd.DataFrame, caption: str = "The paper's claims measured on this page: our value, the paper's, "

@@ -163,12 +163,20 @@ def start_range_task(name: str, namespace: dict, store):
     return cfg, results, bb
 
 
-def claims_table(results, measured: dict[str, dict]):
-    """A page's claims recorded in its results and shown as the ledger judges them."""
+def claims_table(results, measured: dict[str, dict]) -> None:
+    """A page's claims recorded in its results and shown as the ledger judges them, then our extensions of them in a
+    compact table of their own (each with what the same rule would say)."""
+    from IPython.display import display
+
     from . import ledger
+    from .plots import styled
 
     results.record(measured)
-    return ledger.styled(ledger.page_table(results.claims))
+    display(ledger.styled(ledger.page_table(results.claims)))
+    ext = ledger.extension_table(results.claims)
+    if not ext.empty:
+        display(styled(ext, caption="Our extensions, beside the paper's protocol: our value and what the ledger's rule "
+                       "would say of it (it never decides a claim's verdict)"))
 
 
 def glue_found(results, found, cfg, t: dict, beside: str | None = None) -> None:
