@@ -12,6 +12,7 @@ import torch
 from torch.nn import functional as F
 from torch.profiler import ProfilerActivity, profile, record_function
 
+from ..core.train import adamw
 from ..speed import kernels
 from .micro import stage1_inputs
 
@@ -41,7 +42,7 @@ def stage1_profile(steps: int = 20, batch: int = 64, tokens: int = 12) -> dict:
     record = kernels.configure()
     bb, head, h, mask, y = stage1_inputs(batch, tokens)
     params = [p for p in bb.parameters() if p.requires_grad] + list(head.parameters())
-    opt = torch.optim.AdamW(params, lr=1e-4, weight_decay=0.01)
+    opt = adamw(params, 1e-4, 0.01)  # the fit loop's AdamW
     phases: dict[str, list[float]] = {"forward": [], "backward": [], "optimiser step": []}
 
     def step(clock: bool) -> None:
