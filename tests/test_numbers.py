@@ -62,3 +62,15 @@ def test_changed_labels_and_missing_tables_fail(copy):
     (copy / "per_domain.csv").unlink()
     diffs = compare_page(REFERENCE / "mnist_label5", copy)
     assert any("overall.csv: rows" in d for d in diffs) and any("per_domain.csv is missing" in d for d in diffs)
+
+
+def test_a_metric_on_a_few_boundary_inputs_gets_the_subset_tolerance_and_no_more():
+    """Task 1's boundary sums are ~19 test questions in smoke: one flipped answer (0.053) agrees, two (0.105) fail."""
+    from redlib.book.numbers import SUBSET_TOLERANCE, compare_table
+
+    ref = pd.DataFrame({"method": ["RED"], "accuracy": [0.5], "boundary_accuracy": [4 / 19], "seed": [0]})
+    one = ref.assign(boundary_accuracy=5 / 19)
+    assert compare_table(ref, one, "boundary.csv") == []
+    two = ref.assign(boundary_accuracy=6 / 19)
+    assert compare_table(ref, two, "boundary.csv")[0].endswith(f"(more than {SUBSET_TOLERANCE} apart)")
+    assert compare_table(ref, ref.assign(accuracy=0.5 + 0.05), "boundary.csv")  # the whole test set: 0.03
