@@ -110,7 +110,8 @@ plots.styled(sizes, hide_index=True, caption="Digits per split and domain")
 # router on the domain labels, the MoE's own gate over the classifier experts, the code's MoE gate
 # over its logit experts, and RED stage 4.
 # Each stage kind's learning rate, stage 1's included, is chosen first on validation loss (stage 1's on
-# the mean over every seed, the rest on the first seed's), from one grid that is the same for every method (the table under "Diagnostics").
+# the mean over every seed, the rest on the first seed's), from one grid that is the same for every
+# method (the table under "Diagnostics").
 
 # %% tags=["hide-input", "remove-stderr"]
 tables, first = [], None

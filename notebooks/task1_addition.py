@@ -33,10 +33,11 @@
 # describes them as linear: `expert_hidden=0`); the global head of the claims is stage 1's head,
 # trained with the backbone on 10% of train (a head on all of train is shown as a variant); the
 # softmax MoE has its own gate trained on the answer loss, as the paper's 4.3.4 (the mixture under
-# RED's router is a variant); every stage stops early on its validation loss, with caps the
-# paper's 60 epochs would be too low for on our backbone (150 in the full profile, and a patience of
-# 10 for stage 1 so that a plateau does not end it: `backbone_patience`); the data follow the
-# paper's text (`data_source="text"`; the authors' released generator is `data_source="released"`).
+# RED's router is a variant); every stage stops early on its validation loss, under caps meant to
+# stop none that is still improving (150 epochs in the full profile, against the paper's 60) and,
+# for stage 1, a patience of 10 so that a plateau does not end it (`backbone_patience`); the data
+# follow the paper's text (`data_source="text"`; the authors' released generator is
+# `data_source="released"`).
 
 # %% [markdown]
 # :::{admonition} The answer
@@ -135,7 +136,8 @@ plots.styled(task1.tokenization(bb), hide_index=True, caption="How the backbone'
 # the same bits as one after another; so do the page's stage-1 runs, trained two at a time before the
 # loop below loads them.
 # Each stage kind's learning rate, stage 1's included, is chosen first on validation loss (stage 1's on
-# the mean over every seed, the rest on the first seed's), from one grid that is the same for every method (the table under "Diagnostics").
+# the mean over every seed, the rest on the first seed's), from one grid that is the same for every
+# method (the table under "Diagnostics").
 # One extension keeps stage 1 at the paper's rate and every other kind at the rates the protocol chose,
 # on the first seed (`stage1_paper_beside`, `stage1_beside_seeds`; its runs are labelled "stage 1 at
 # paper lr").

@@ -114,9 +114,9 @@ plots.styled(task2.data_table(cfg), hide_index=True, caption="The data per setti
 # code's logit experts), the router on range labels, the MoE's own gate, and RED stage 4.
 # Learning rates follow {doc}`Task 1 <task1_addition>`'s rule: each stage kind, stage 1's included, at
 # the rate of one grid (the same for every method) with the lowest validation loss (stage 1's mean over
-# every seed, the rest on the first seed);
-# the choice is tabled under "Diagnostics". The extension run labelled "stage 1 at
-# paper lr" keeps stage 1 at the paper's rate and the rest at the protocol's rates (`stage1_paper_beside`).
+# every seed, the rest on the first seed); the choice is tabled under "Diagnostics". The extension run
+# labelled "stage 1 at paper lr" keeps stage 1 at the paper's rate and the rest at the protocol's rates
+# (`stage1_paper_beside`).
 
 # %% tags=["hide-input", "remove-stderr"]
 # every stage kind's learning rate first, on validation loss; then every seed and setting
