@@ -155,8 +155,7 @@ def _book(args: argparse.Namespace) -> None:
     if not args.no_execute:
         from .bench.report import cold_line
 
-        lines = runner.plan_lines(args.profile)
-        print("\n".join([*lines[:2], cold_line(args.profile), *lines[2:]]), file=sys.stderr)
+        print("\n".join(runner.plan_lines(args.profile, cold_line(args.profile))), file=sys.stderr)
     index = runner.build_book(args.profile, execute_notebooks=not args.no_execute, progress=args.progress)
     print(f"book built: {index}")
 

@@ -105,7 +105,7 @@ NOTEBOOKS: dict[str, type[NotebookConfig]] = {p.name: p.config for p in sorted(P
 def stage_kinds() -> dict[str, str]:
     """What each stage kind of the cache holds (a kind is "<task>/<stage>"): the RED pipeline's, and those each page's
     experiment module declares in its `STAGE_KINDS`."""
-    from ..red.stages import STAGE_KINDS
+    from ..red.types import STAGE_KINDS
 
     own = [getattr(sys.modules[p.config.__module__], "STAGE_KINDS", {}) for p in PAGES]
     return {k: v for kinds in own for k, v in kinds.items()} | STAGE_KINDS

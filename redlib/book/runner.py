@@ -296,14 +296,15 @@ def build_html(stage: Path, quiet: bool = False) -> Path:
     return html / "index.html"
 
 
-def plan_lines(profile: str) -> list[str]:
-    """What `book` will do before it does it: the pages it executes and what the stage cache holds."""
+def plan_lines(profile: str, cold: str = "") -> list[str]:
+    """What `book` will do before it does it: the pages it executes, what the stage cache holds, and (`cold`, a line
+    the bench's reader writes) what the pages cost from an empty cache."""
     from ..core.runtime import cache_dir
 
     entries = sum(1 for _ in cache_dir().rglob("*.safetensors")) if cache_dir().is_dir() else 0
     return [f"book (profile {profile}): executes {len(NOTEBOOKS)} pages in order, then builds the HTML book",
             f"  stage cache {cache_dir()}: {entries} trained stages; a page whose stages are all there only loads them"
-            + ("" if entries else " (empty: every stage trains)"),
+            + ("" if entries else " (empty: every stage trains)"), *([cold] if cold else []),
             "  quicker: `python -m redlib book --no-execute` (the committed book as HTML, seconds); "
             "`make book PROFILE=smoke` (tiny runs, minutes)"]
 

@@ -35,7 +35,7 @@ def run_all(cfg: RangeTaskConfig, bb: Backbone, store: Store, title: str, evalua
 
 
 def run_decomposition(cfg: DecompositionConfig, bb: Backbone, store: Store) -> Tables:
-    """Every seed and setting of the step-decomposition page (op experts at the rates chosen on the first seed)."""
+    """Every seed and setting of the step-decomposition page (op experts at the rates chosen on validation loss)."""
     choice = decomposition.choose(cfg, bb, store)
     tables = [decomposition.run(cfg, s, st, bb, store, choice.lrs) for st, s in ranges.every_run(cfg, "decomposition")]
     return ranges.stack(tables) | {"lr_selection": choice.table}

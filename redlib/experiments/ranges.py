@@ -161,8 +161,10 @@ class RangeTaskConfig:
         if setting == main:
             return self.seeds
         other_split = setting.split != main.split and setting.number_format == main.number_format
-        n = (self.stage1_beside_seeds if setting.stage1 == STAGE1_PAPER else
-             self.split_seeds or self.extension_seeds if other_split else self.extension_seeds)
+        if setting.stage1 == STAGE1_PAPER:
+            n = self.stage1_beside_seeds
+        else:
+            n = (self.split_seeds or self.extension_seeds) if other_split else self.extension_seeds
         return list(range(self.seed, self.seed + n))
 
     def runs_label(self) -> str:

@@ -37,11 +37,7 @@ class MixedTaskConfig:
 
     def check(self) -> None:
         super().check()
-        for name in ("step_mix", *(["mix_variant"] if getattr(self, "mix_variant", "none") != "none" else [])):
-            try:
-                parse_mix(getattr(self, name))
-            except ValueError as err:
-                raise ParameterError(f"parameter {name!r}: {err}") from None
+        check_mix(self, "step_mix")
         if not 1 <= self.n_phrasings <= len(PHRASINGS):
             raise ParameterError(f"parameter 'n_phrasings' must be in [1, {len(PHRASINGS)}], got {self.n_phrasings}")
 
@@ -68,6 +64,11 @@ class Task2Config(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
                  "digits_variant_on": "none", "stage1_paper_beside": True},
     }
 
+    def check(self) -> None:
+        super().check()
+        if self.mix_variant != "none":
+            check_mix(self, "mix_variant")
+
     @property
     def settings(self) -> list[Setting]:
         """The range task's settings, then the claims' split under the `mix_variant` step mix (an extension)."""
@@ -80,6 +81,14 @@ class Task2Config(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
         """Task 2's sample frames for one seed and setting, and what determined them (part of every cache key)."""
         spec = spec_for(self, seed, setting)
         return make_task2(spec), {"spec": asdict(spec)}
+
+
+def check_mix(cfg: MixedTaskConfig, name: str) -> None:
+    """A one-line ParameterError when the step-mix parameter `name` does not parse."""
+    try:
+        parse_mix(getattr(cfg, name))
+    except ValueError as err:
+        raise ParameterError(f"parameter {name!r}: {err}") from None
 
 
 def spec_for(cfg: MixedTaskConfig, seed: int, setting: Setting) -> Task2Spec:
