@@ -48,14 +48,14 @@ results_dir = "results"  # where the notebooks wrote their results
 # NBVAL_CHECK_OUTPUT
 from IPython.display import HTML, Markdown, display
 
-from redlib.book import ledger, pages, plots
+from redlib.book import ledger, ledger_html, pages, plots
 
 cfg, results = pages.start("claims_ledger", globals())
 collected = ledger.collect(cfg.results_dir, cfg.profile)
 table = ledger.table(collected)
 counts = ledger.summary(table)
 results.table("ledger", table)
-display(HTML(ledger.summary_html(counts)))
+display(HTML(ledger_html.summary_html(counts)))
 
 # %% [markdown]
 # ## Verdicts that changed since the previous publication
@@ -73,7 +73,8 @@ from redlib.core.runtime import project_root
 moved = ledger.changes(table, project_root() / "results" / "verdicts_before.csv", collected)
 results.table("changes", moved)
 if len(moved):
-    display(plots.styled(moved, hide_index=True, caption="Verdicts that changed, and why"))
+    display(plots.behind_click(plots.styled(moved, hide_index=True, caption="Verdicts that changed, and why"),
+                               f"{len(moved)} verdicts changed: each with its cause"))
 else:
     display(Markdown("No verdict changed."))
 
@@ -82,7 +83,7 @@ else:
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-display(HTML(ledger.table_html(table)))
+display(HTML(ledger_html.sections_html(table)))
 
 # %% tags=["hide-input"]
 results.finish()

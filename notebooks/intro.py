@@ -28,14 +28,24 @@ results_dir = "results"  # where the notebooks wrote their results
 # NBVAL_CHECK_OUTPUT
 from IPython.display import HTML, Markdown, display
 
-from redlib.book import ledger, pages, plots
+from redlib.book import ledger, ledger_html, pages, plots
 
 cfg, results = pages.start("intro", globals())
 collected = ledger.collect(cfg.results_dir, cfg.profile)
 table = ledger.table(collected)
 counts = ledger.summary(table)
 display(Markdown(f"**The paper's {len(table)} claims against our runs** (details in the {{ref}}`claims ledger <ledger>`):"))
-display(HTML(ledger.summary_html(counts)))
+display(HTML(ledger_html.summary_html(counts)))
+
+# %% [markdown]
+# ## Findings at a glance
+#
+# Each page of the paper's experiments in one line: its verdicts, and its headline claim with our number
+# against the paper's.
+
+# %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
+display(Markdown(ledger_html.glance(table)))
 
 # %% [markdown]
 # ## Two commands, and the quick looks

@@ -52,18 +52,24 @@ results_dir = "results"  # where the notebooks wrote their results
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
 import pandas as pd
-from IPython.display import Markdown, display
+from IPython.display import HTML, Markdown, display
 
-from redlib.book import pages, plots
+from redlib.book import pages, parameters, plots
 from redlib.book.results import in_history, read
-from redlib.book.runner import parameter_table
 
 cfg, results = pages.start("reproduce", globals())
-params = parameter_table()
+params = parameters.parameter_table()
 results.table("parameters", params)
-plots.styled(params.set_index(["notebook", "parameter"]), caption="Every notebook's parameters").set_table_styles(
-    [{"selector": "td, th", "props": "font-size: 0.8em; vertical-align: top"}]).set_properties(
-    subset=["default", "smoke value", "full value", "allowed"], **{"overflow-wrap": "anywhere"})  # long lists wrap
+plots.styled(parameters.common_table(params), hide_index=True,
+             caption="The parameters a reader changes most, across the notebooks")
+
+# %% [markdown]
+# Every notebook's full list (its description, type, default, smoke and full values, allowed values) is one
+# click away:
+
+# %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
+display(HTML(parameters.by_notebook_html(params)))
 
 # %% [markdown]
 # ## Expected CPU wall time
@@ -97,9 +103,10 @@ plots.styled(walltimes, precision=1, hide_index=True, caption="Each page's last 
 # Pass `-p device cuda` (or `auto`) and, for the paper's backbone, a local copy of Qwen3-0.6B:
 # `-p backbone /path/to/Qwen3-0.6B`. The backbone code handles decoders (Qwen/Llama-like `layers`)
 # and encoders (BERT-like `encoder.layer`) alike, with mean pooling over the attention mask and the
-# top `k_trainable` blocks trained; the decoder path is tested on a small random Qwen3. The full
-# profile already uses the paper's backbone stage (up to 60 epochs, patience 3). Nothing is
-# downloaded at run time: the Hugging Face hub is kept offline.
+# top `k_trainable` blocks trained; the decoder path is tested on a small random Qwen3. Stage 1 (the
+# backbone's top blocks and the global head) runs at the paper's batch size and stopping rule, with a longer cap and
+# patience where our backbone needs them (each page's parameters say which). Nothing is downloaded at run time: the
+# Hugging Face hub is kept offline.
 
 # %% tags=["hide-input"]
 results.finish()

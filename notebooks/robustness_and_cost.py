@@ -73,7 +73,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 from tqdm import tqdm
 
-from redlib.book import ledger, pages, plots, runner
+from redlib.book import ledger, pages, parameters, plots
 from redlib.book.glue import glue_values
 from redlib.book.results import published_costs
 from redlib.core.store import Store
@@ -95,7 +95,7 @@ display(Markdown(
 
 
 # %% tags=["remove-input", "hide-output"]
-runner.parameters_shown(cfg)
+parameters.this_run(cfg)
 # %% [markdown]
 # ## Runs
 #
@@ -229,13 +229,13 @@ plots.styled(t["method_cost"].set_index(["backbone", "method"]), precision=5, ca
 
 # %% [markdown]
 # What training each experiment page's stages cost on this machine, read from the page's own last run
-# (every cache entry keeps the seconds it took to train and the peak memory of the process that trained
-# it, so a run that loads its stages still reports what they cost): seconds per stage kind, their sum
-# (compute seconds, which overlap in wall time where workers train side by side), the runs (seeds x
-# settings) and an upper bound on the memory training took (each process's peak, summed). A page whose
-# last run predates this record is left out; the wall times of cold runs are on the Speed page:
+# (every cache entry keeps the seconds it took to train, so a run that loads its stages still reports what
+# they cost): seconds per stage kind, their sum (compute seconds, which overlap in wall time where workers
+# train side by side), the runs (seeds x settings) and the book's one peak memory: the page's kernel and its
+# workers at once, sampled while that run trained its stages ("-" where it loaded them). A page whose
+# last run predates this record is left out; the wall times of cold runs are on the Speed page (click to show):
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 plots.styled(cost.time_table(t["stage_times"]), precision=1, caption="Training cost per page and stage kind, from each page's last run")
 
 # %% [markdown]
@@ -253,59 +253,53 @@ pages.claims_table(results, rr.claims(cfg, t))
 glue_values(rr.found(cfg, t, ledger.verdicts(results.claims)))
 
 # %% [markdown]
-# ## What we found
-#
-# - **Routing noise** (mean accuracy lost over every perturbation and strength): Task 1: RED
-#   {glue:text}`rb_t1_lost_red:.3f`, softmax MoE {glue:text}`rb_t1_lost_moe:.3f`, the MoE's experts under
-#   RED's router {glue:text}`rb_t1_lost_routed:.3f`; MNIST: RED {glue:text}`rb_mn_lost_red:.3f`, softmax MoE
-#   {glue:text}`rb_mn_lost_moe:.3f`, the MoE's experts under RED's router {glue:text}`rb_mn_lost_routed:.3f`.
-#   The claim that RED degrades more gracefully **{glue:text}`rb_v_rob_routing_noise`** on Task 1.
-# - Clean, the global head alone answers {glue:text}`rb_t1_clean_global:.3f` of Task 1's test questions (RED
+# :::{dropdown} More: the clean base, the strongest perturbations, MNIST's modularity, the complexity formula
+# - **Clean**, the global head alone answers {glue:text}`rb_t1_clean_global:.3f` of Task 1's test questions (RED
 #   {glue:text}`rb_t1_clean_red:.3f`) and {glue:text}`rb_mn_clean_global:.3f` of MNIST's (RED
-#   {glue:text}`rb_mn_clean_red:.3f`). Where the base alone answers almost everything, RED's residuals have
-#   little to correct and its robustness is largely its base's, while the MoE's experts only know their own
-#   range; where the residuals carry weight (MNIST) the test says more.
-# - At the strongest setting of each perturbation, Task 1: {glue:text}`rb_t1_strongest` (global head
+#   {glue:text}`rb_mn_clean_red:.3f`): where the base answers almost everything, RED's robustness is largely its
+#   base's; where the residuals carry weight (MNIST) the test says more.
+# - **At the strongest setting** of each perturbation, Task 1: {glue:text}`rb_t1_strongest` (global head
 #   {glue:text}`rb_t1_strongest_global:.3f`); MNIST: {glue:text}`rb_mn_strongest` (global head
 #   {glue:text}`rb_mn_strongest_global:.3f`).
-# - On range-boundary sums (Task 1, iid) RED reaches {glue:text}`rb_boundary_red:.3f` and the softmax MoE
-#   {glue:text}`rb_boundary_moe:.3f`: **{glue:text}`rb_v_rob_boundary`** (a tie is not "more accurate").
-# - **Modularity on Task 1**: removing one expert moves RED's accuracy on the other domains by at most
-#   {glue:text}`rb_t1_removal:.3f` (MoE: {glue:text}`rb_t1_moe_removal:.3f`); replacing one by an expert
-#   trained with another seed, by at most {glue:text}`rb_t1_replacement:.3f` (MoE:
-#   {glue:text}`rb_t1_moe_replacement:.3f`). Deployed without its last expert, RED answers
-#   {glue:text}`rb_t1_without_last:.3f` of that domain's inputs; adding the expert later (trained alone) and
-#   retraining only the router gives a system within {glue:text}`rb_t1_addition:.3f` of the all-at-once one
-#   (bit-identical weights: {glue:text}`rb_t1_identical`), the backbone and the earlier experts untouched.
 # - **Modularity on MNIST** (extension): removal {glue:text}`rb_mn_removal:.3f` (MoE
 #   {glue:text}`rb_mn_moe_removal:.3f`), replacement {glue:text}`rb_mn_replacement:.3f` (MoE
-#   {glue:text}`rb_mn_moe_replacement:.3f`), without the last expert {glue:text}`rb_mn_without_last:.3f`,
-#   added later within {glue:text}`rb_mn_addition:.3f` of all at once (bit-identical weights:
-#   {glue:text}`rb_mn_identical`).
-# - The plug-in claim (changes within {glue:text}`rb_stable_tol` on the domains not touched)
-#   **{glue:text}`rb_t1_plug_in`** on Task 1; on MNIST (extension) **{glue:text}`rb_mn_plug_in`**.
-# - **Rank ablation** (RED, iid, mean over {glue:text}`rb_train_seeds`): {glue:text}`rb_rank` (paper: {glue:text}`rb_paper_rank`):
-#   **{glue:text}`rb_v_abl_rank`**.
-# - **No residual path**: RED's own experts and router with softmax gating lose
-#   {glue:text}`rb_t1_no_residual:+.3f` (Task 1) and {glue:text}`rb_t2_no_residual:+.3f` (Task 2); the paper's
-#   reading (RED minus the MoE baseline) gives {glue:text}`rb_t1_red_minus_moe:+.3f` and
-#   {glue:text}`rb_t2_red_minus_moe:+.3f` (paper: {glue:text}`rb_paper_t1_drop` and
-#   {glue:text}`rb_paper_t2_drop`): **{glue:text}`rb_v_abl_no_residual`**. Against the released code's MoE
-#   form (a gate over the code's logit experts), the drop is {glue:text}`rb_code_moe_drops`: whether the
-#   paper's gap is the residual path's or the baseline's construction.
-# - **Cost**: RED's residuals and router add {glue:text}`rb_qwen_share:.2%` of Qwen3-0.6B's parameters
-#   ({glue:text}`rb_here_share:.2%` of the embedded backbone's; claim < 1%: **{glue:text}`rb_v_eff_params`**);
-#   the router costs {glue:text}`rb_router_compute:.3%` of the backbone's compute per question (claim < 0.5%:
-#   **{glue:text}`rb_v_eff_router_flops`**); a full-rank MoE expert has {glue:text}`rb_moe_ratio:.2f` times
-#   the parameters of a RED residual at r = d/4 (claim: one to two orders of magnitude,
-#   **{glue:text}`rb_v_eff_red_vs_moe_params`**). The paper's complexity counts a RED expert as
-#   $d r + r C$ and an MoE expert as $d C$, a ratio of {glue:text}`rb_paper_formula:.2f` on Qwen3-0.6B's shape
-#   at r = d/4 (a second reading, beside the claim); the hidden-space residual the paper defines is
-#   $d \to r \to d$, which is what we count.
-# - Time and memory on this machine's CPU, from the pages' own runs: training time claim
-#   **{glue:text}`rb_v_eff_train_time`** (another backbone and machine than the paper's), peak memory under
-#   6.5 GB **{glue:text}`rb_v_eff_peak_memory`**.
-# - The {glue:text}`rb_n_claims` claims on this page (value claims with tolerance 0.05): {glue:text}`rb_tally`.
+#   {glue:text}`rb_mn_moe_replacement:.3f`), without the last expert {glue:text}`rb_mn_without_last:.3f`, added
+#   later within {glue:text}`rb_mn_addition:.3f` of all at once (bit-identical weights: {glue:text}`rb_mn_identical`).
+#   Task 1's: without the last expert {glue:text}`rb_t1_without_last:.3f`, bit-identical weights
+#   {glue:text}`rb_t1_identical`.
+# - **The released code's MoE form** (a gate over logit experts): the no-residual drop is
+#   {glue:text}`rb_code_moe_drops`.
+# - **The paper's complexity** counts a RED expert as $d r + r C$ and an MoE expert as $d C$, a ratio of
+#   {glue:text}`rb_paper_formula:.2f` on Qwen3-0.6B's shape at r = d/4; the hidden-space residual the paper
+#   defines is $d \to r \to d$, which is what we count.
+# :::
+
+# %% [markdown]
+# ## What we found
+#
+# - **Routing noise** (accuracy lost, mean over perturbations and strengths): Task 1 RED
+#   {glue:text}`rb_t1_lost_red:.3f`, softmax MoE {glue:text}`rb_t1_lost_moe:.3f`; MNIST RED
+#   {glue:text}`rb_mn_lost_red:.3f`, softmax MoE {glue:text}`rb_mn_lost_moe:.3f`. `rob.routing_noise`
+#   **{glue:text}`rb_v_rob_routing_noise`** (Task 1).
+# - **Range-boundary sums** (Task 1): RED {glue:text}`rb_boundary_red:.3f`, softmax MoE
+#   {glue:text}`rb_boundary_moe:.3f`; `rob.boundary` **{glue:text}`rb_v_rob_boundary`**.
+# - **Modularity** (Task 1): removing an expert moves the other domains by at most
+#   {glue:text}`rb_t1_removal:.3f` (MoE {glue:text}`rb_t1_moe_removal:.3f`), replacing one by at most
+#   {glue:text}`rb_t1_replacement:.3f`; adding one later gives a system within {glue:text}`rb_t1_addition:.3f`
+#   of all at once. The plug-in claim (within {glue:text}`rb_stable_tol`) **{glue:text}`rb_t1_plug_in`** on
+#   Task 1, **{glue:text}`rb_mn_plug_in`** on MNIST (extension, where there is headroom).
+# - **Rank ablation** (RED, iid, {glue:text}`rb_train_seeds`): {glue:text}`rb_rank` (paper:
+#   {glue:text}`rb_paper_rank`), **{glue:text}`rb_v_abl_rank`**.
+# - **No residual path**: softmax gating of RED's own experts loses {glue:text}`rb_t1_no_residual:+.3f` (Task 1)
+#   and {glue:text}`rb_t2_no_residual:+.3f` (Task 2); RED minus the MoE baseline {glue:text}`rb_t1_red_minus_moe:+.3f`
+#   and {glue:text}`rb_t2_red_minus_moe:+.3f` (paper: {glue:text}`rb_paper_t1_drop`, {glue:text}`rb_paper_t2_drop`),
+#   **{glue:text}`rb_v_abl_no_residual`**.
+# - **Cost**: RED adds {glue:text}`rb_qwen_share:.2%` of Qwen3-0.6B's parameters (**{glue:text}`rb_v_eff_params`**);
+#   its router {glue:text}`rb_router_compute:.3%` of the backbone's compute (**{glue:text}`rb_v_eff_router_flops`**);
+#   a full-rank MoE expert has {glue:text}`rb_moe_ratio:.2f` times a residual's parameters
+#   (**{glue:text}`rb_v_eff_red_vs_moe_params`**). Training time and peak memory on this CPU:
+#   **{glue:text}`rb_v_eff_train_time`**, **{glue:text}`rb_v_eff_peak_memory`**.
+# - **All {glue:text}`rb_n_claims` claims** (tolerance 0.05): {glue:text}`rb_tally`.
 
 # %% tags=["hide-input"]
 results.finish()

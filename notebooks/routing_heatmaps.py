@@ -82,7 +82,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 from tqdm import tqdm
 
-from redlib.book import ledger, pages, plots, runner
+from redlib.book import ledger, pages, parameters, plots
 from redlib.book.glue import glue_values
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
@@ -99,7 +99,7 @@ display(Markdown(f"Profile **{cfg.profile}**, seeds {cfg.seeds}, tokenizer `{cfg
 
 
 # %% tags=["remove-input", "hide-output"]
-runner.parameters_shown(cfg)
+parameters.this_run(cfg)
 # %% [markdown]
 # ## Setup
 #

@@ -92,7 +92,7 @@ plots.styled(budgets, caption="Cold-time budgets", hide_index=True)
 # (more steps per epoch); a backward cheaper than two forwards, or the naive path's
 # embedding and mask work, push it up. Measurements can land on either side of the bound.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 if bench and "prefix_cache" in bench:
     cache = report.prefix_cache(bench)
     results.table("prefix_cache", cache)
@@ -122,7 +122,7 @@ if bench and "prefix_cache" in bench:
 # matrix product on the same threads, the most these cores reach in practice, and against the same steps
 # on the path not taken, in the same process: the measurement behind the choice on this CPU.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 show_measured("kernels", "The kernels have", lambda k: (pd.DataFrame([{
     "kernel path": k["matmul"]["path"], "why": k["matmul"]["why"], "threads": k["threads"],
     "CPU": k["matmul"]["vendor"], "stage 1 GFLOP/s": k["stage1_gflops"], "2048² product GFLOP/s": k["gemm_2048_gflops"],
@@ -138,7 +138,7 @@ show_measured("kernels", "The kernels have", lambda k: (pd.DataFrame([{
 # operators are grouped by what they do and counted by their own CPU time (the profiler adds its overhead;
 # the phases' wall times in the caption are measured without it).
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 show_measured("stage1_profile", "Stage 1's profile has", lambda p: (
     report.profile_table(p),
     "One stage-1 step, own CPU ms per operator group and phase (torch.profiler; wall ms without it: "
@@ -149,7 +149,7 @@ show_measured("stage1_profile", "Stage 1's profile has", lambda p: (
 # one kernel; it computes the same fp32 update as the per-tensor `foreach` one, rounded differently, and every
 # stage trains with it (`ADAMW` in `redlib/core/train.py`; the choice is in every stage's cache key):
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 show_measured("optimizer", "The AdamW kinds have", lambda o: (pd.DataFrame([{
     "AdamW": kind + (" (used)" if kind == o["chosen"] else ""),
     "stage 1 steps/s": round(v["stage1_steps_per_second"]["median"], 2),
@@ -164,7 +164,7 @@ show_measured("optimizer", "The AdamW kinds have", lambda o: (pd.DataFrame([{
 # round a sum differently. The measurement behind that choice: a residual's training steps per second, summed
 # over two processes training side by side as the workers do:
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 show_measured("stage_threads", "The small stages' thread counts have", lambda t: (
     report.steps_table(t, "per_thread_count", {"threads": "torch threads per worker"}, "steps/s, all workers", ",.0f",
                        workers=t["workers"]),
@@ -177,7 +177,7 @@ show_measured("stage_threads", "The small stages' thread counts have", lambda t:
 # validation and the features run shortest texts first, so their batches carry little padding. On Task 2's
 # texts (one to three steps, the most varied in length), stage 1 with and without the cut:
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 show_measured("text_padding", "Cutting the padding has", lambda t: (pd.DataFrame([{
     "pass": {"train": f"{t['steps']} training steps of {t['batch']} texts",
              "validate": f"validation over {t['texts']} texts"}[k],
@@ -194,7 +194,7 @@ show_measured("text_padding", "Cutting the padding has", lambda t: (pd.DataFrame
 # other bits. Stage-1 training steps per second, one process on two threads against two processes side by side
 # (their sum):
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 show_measured("stage1_processes", "Stage 1 side by side has", lambda t: (
     report.steps_table(t, "per_layout", {"processes": "processes", "threads each": "torch threads each"},
                        "steps/s, all processes"),
@@ -206,7 +206,7 @@ show_measured("stage1_processes", "Stage 1 side by side has", lambda t: (
 # %% [markdown]
 # ## Experts and routers on cached pooled features
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 if bench and "features_cache" in bench and "throughput" in bench:
     fc, tp = bench["features_cache"], bench["throughput"]
     display(Markdown(f"One router epoch over {fc['samples']} questions: {report.span(fc['cached_epoch'])} s on cached "
@@ -338,7 +338,7 @@ if bench:
 # bench run with the profile and code of its commit: its book time and memory are that day's, not
 # today's (today's are in the tables above, the only ones the rest of the book quotes).
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 history = report.history(path.parent / "history.jsonl")
 if len(history):
     runs = history.set_index("git_commit").drop(columns=["started_at"]).T
@@ -380,7 +380,7 @@ else:
 # small stages after it (experts, routers, gates, stage 4) train side by side in `workers` processes,
 # so their seconds overlap and the shares can add up to more than the notebook's wall time.
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 if bench and bench.get("notebooks"):
     slowest, wall, by_kind = report.stage_kinds(bench)
     if len(by_kind):
@@ -396,29 +396,29 @@ if bench and "profile" in bench:
 glue_values(report.found(bench, tt if bench else None, history, nbt))
 
 # %% [markdown]
-# ## What we found
-#
-# - {glue:text}`sp_met` of {glue:text}`sp_judged` targets met on this machine.
-# - Missed: {glue:md}`sp_missed`.
-# - For reference only (not a target): {glue:text}`sp_reference`.
-# - Timings not of today's profile (the totals that include them are out of date): {glue:md}`sp_stale`.
-# - Today's published pages imply {glue:text}`sp_today_low` to {glue:text}`sp_today_high` min of training
-#   for a cold book (robustness aside), of which stage 1's own seconds are {glue:text}`sp_today_serial` min; the
-#   large pages, in minutes: {glue:text}`sp_today_pages`. Against the 90-minute budget, that is the gap a
-#   faster pipeline has to close; what the learning-rate tries add to it is in the table above.
-# - Where the time goes, the slowest notebook: {glue:md}`sp_where`; that is where a faster pipeline
-#   would start.
-# - Across the recorded bench runs, the speed-ups ranged: {glue:text}`sp_agreement`.
+# :::{dropdown} The targets missed, the stale timings, and the speed levers, measured
+# - **Missed**: {glue:md}`sp_missed`. For reference only: {glue:text}`sp_reference`.
+# - **Out of date**: timings not of today's profile (the totals that include them are stale): {glue:md}`sp_stale`.
 # - The small stages train {glue:text}`sp_stage_threads` as fast on one torch thread per worker as on two (two
-#   workers side by side, the measurement above); that is why they run on one.
+#   workers side by side): that is why they run on one.
 # - Cutting each batch of texts to its longest text makes stage 1 on Task 2 {glue:text}`sp_padding`.
 # - Against one stage-1 run on two threads, two runs side by side train {glue:text}`sp_stage1_side` as fast;
-#   Task 1 and Task 2 train theirs two at a time on two threads each, which keeps a serial run's bits. The price is memory:
-#   each worker holds its data set's frozen-prefix states (the peak-memory row above says which notebook peaks, and
-#   how much of it the kernel holds alone); where the free memory does not hold both workers, the page trains its
-#   runs one after another instead.
+#   Task 1 and Task 2 train theirs two at a time, which keeps a serial run's bits, at the price of each worker
+#   holding its data set's frozen-prefix states (where free memory does not hold both, one after another).
 # - Cached pooled features make a router epoch cheaper than recomputing the backbone by
 #   {glue:text}`sp_features`: stages 2-4 of every experiment train on them.
+# - Across the recorded bench runs, the speed-ups ranged: {glue:text}`sp_agreement`.
+# :::
+
+# %% [markdown]
+# ## What we found
+#
+# - **Targets**: {glue:text}`sp_met` of {glue:text}`sp_judged` met on this machine; each miss, with its
+#   measured cause, is a row of the targets table above (and in the box below).
+# - **A cold book today**: the published pages imply {glue:text}`sp_today_low` to {glue:text}`sp_today_high` min
+#   of training (robustness aside), stage 1's own seconds {glue:text}`sp_today_serial` min; the large pages, in
+#   minutes: {glue:text}`sp_today_pages`. That is the gap to the 90-minute budget.
+# - **Where the time goes**, the slowest notebook: {glue:md}`sp_where`.
 
 # %% tags=["hide-input"]
 results.finish()

@@ -92,7 +92,7 @@ paper_lrs_beside = True  # also run every routing over op experts trained at the
 # %% tags=["hide-input", "remove-stderr"]
 from IPython.display import Markdown, display
 
-from redlib.book import pages, plots, runner
+from redlib.book import pages, parameters, plots
 from redlib.core.store import Store
 from redlib.experiments import decomposition, decomposition_report, range_page, range_tables
 
@@ -101,7 +101,7 @@ cfg, results, bb = pages.start_range_task("step_decomposition", globals(), store
 
 
 # %% tags=["remove-input", "hide-output"]
-runner.parameters_shown(cfg)
+parameters.this_run(cfg)
 # %% tags=["hide-input", "remove-stderr"]
 # every op-expert stage kind's learning rate first, on validation loss; then every seed and setting
 t = range_page.run_decomposition(cfg, bb, store)
@@ -198,36 +198,35 @@ pages.claims_table(results, decomposition.claims(cfg, t))
 pages.glue_found(results, decomposition_report.found, cfg, t)
 
 # %% [markdown]
+# :::{dropdown} Training details: learning rates, capped stages, the paper's literal rates
+# - **Learning rates**, chosen on validation loss (stage 1's mean over every seed) from one grid
+#   ({glue:text}`sd_lr_grid`) for every method alike: {glue:text}`sd_lrs`. Still the largest rate tried:
+#   {glue:text}`sd_lr_edge`.
+# - **RED's residual stages** (lr {glue:text}`sd_residual_lr`) ran {glue:text}`sd_residual_epochs:.0f` epochs on
+#   average (cap {glue:text}`sd_max_epochs`, best epoch {glue:text}`sd_residual_best:.0f`);
+#   {glue:text}`sd_residual_capped` of {glue:text}`sd_residual_stages` were still improving at the cap
+#   (patience {glue:text}`sd_patience`).
+# - **Stages still improving at their cap**: {glue:text}`sd_capped`.
+# - **The paper's literal rates** (an extension: stage 1 at {glue:text}`sd_paper_stage1_lr`, every small stage
+#   at {glue:text}`sd_head_lr`): true programs at RED {glue:text}`sd_paperlr_red`, softmax MoE
+#   {glue:text}`sd_paperlr_moe`, AllFix {glue:text}`sd_paperlr_allfix`; RED's residuals right on
+#   {glue:text}`sd_paperlr_single` of single steps.
+# :::
+
+# %% [markdown]
 # ## What we found
 #
-# - Given the true programs ({glue:text}`sd_setting`), the op experts execute them with accuracy RED
-#   {glue:text}`sd_true_red:.3f`, softmax MoE {glue:text}`sd_true_moe:.3f`, AllFix
-#   {glue:text}`sd_true_allfix:.3f` (paper: {glue:text}`sd_paper_red`, {glue:text}`sd_paper_moe`,
-#   {glue:text}`sd_paper_allfix`); the ordering claim **{glue:text}`sd_v_sd_order`**.
-# - The step decomposer writes the exact program for {glue:text}`sd_exact` of test expressions
-#   (**{glue:text}`sd_v_sd_decomposer_exact`** against our reading of the claim).
-# - The full pipeline the paper describes but does not measure (decomposer, router, op experts) reaches
-#   RED {glue:text}`sd_dec_red:.3f`, softmax MoE {glue:text}`sd_dec_moe:.3f`, AllFix
-#   {glue:text}`sd_dec_allfix:.3f`.
-# - Learning rates, chosen on validation loss (stage 1's mean over every seed) from one grid ({glue:text}`sd_lr_grid`) for
-#   every method alike: {glue:text}`sd_lrs`. Kinds whose choice is still the largest rate tried after the
-#   steps up, where a larger one might do better: {glue:text}`sd_lr_edge`.
-# - RED's op experts alone: on single steps, routed by the true operation, its residual experts are right
-#   for {glue:text}`sd_single_red:.3f` of steps against {glue:text}`sd_single_oracle:.3f` for the
-#   classifier experts. The residual stages (lr {glue:text}`sd_residual_lr`) ran
-#   {glue:text}`sd_residual_epochs:.0f` epochs on average (cap {glue:text}`sd_max_epochs`), best epoch
-#   {glue:text}`sd_residual_best:.0f` (counted from 0); {glue:text}`sd_residual_capped` of
-#   {glue:text}`sd_residual_stages` found their best epoch within the patience ({glue:text}`sd_patience`) of
-#   the cap, i.e. were still improving when the cap stopped them.
-# - Stage 1 of a seed far from the others (its validation loss above 1.3 × the seeds' median + 0.02):
-#   {glue:text}`sd_stage1_far`.
-# - Stages still improving at their cap even so: {glue:text}`sd_capped`. A verdict resting on such a stage is
-#   about our training budget, not about RED.
-# - The paper's literal setting beside it (an extension: stage 1 at lr {glue:text}`sd_paper_stage1_lr` and
-#   every small stage at head_lr {glue:text}`sd_head_lr`, for every method): the true programs execute at RED
-#   {glue:text}`sd_paperlr_red`, softmax MoE {glue:text}`sd_paperlr_moe`, AllFix {glue:text}`sd_paperlr_allfix`,
-#   and RED's residuals are right on {glue:text}`sd_paperlr_single` of single steps. The ledger shows these
-#   numbers in the claims' extension columns.
+# - **Executing the true programs** ({glue:text}`sd_setting`): RED {glue:text}`sd_true_red:.3f`, softmax MoE
+#   {glue:text}`sd_true_moe:.3f`, AllFix {glue:text}`sd_true_allfix:.3f` (paper: {glue:text}`sd_paper_red`,
+#   {glue:text}`sd_paper_moe`, {glue:text}`sd_paper_allfix`); `sd.order` **{glue:text}`sd_v_sd_order`**.
+# - **The step decomposer** writes the exact program for {glue:text}`sd_exact` of test expressions,
+#   **{glue:text}`sd_v_sd_decomposer_exact`**.
+# - **The whole pipeline** (decomposer, router, op experts; the paper describes it, does not measure it):
+#   RED {glue:text}`sd_dec_red:.3f`, softmax MoE {glue:text}`sd_dec_moe:.3f`, AllFix {glue:text}`sd_dec_allfix:.3f`.
+# - **Single steps**, routed by the true operation: RED's residuals {glue:text}`sd_single_red:.3f`, the
+#   classifier experts {glue:text}`sd_single_oracle:.3f`.
+# - **Stage 1 on every seed**: a seed far from the others: {glue:text}`sd_stage1_far`. How execution follows
+#   stage 1 is in the analysis above.
 
 # %% tags=["hide-input"]
 pages.end(results)

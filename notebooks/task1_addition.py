@@ -91,7 +91,7 @@ n_templates = 1  # question templates used (1: "What is a plus b?" only; up to 5
 import pandas as pd
 from IPython.display import display
 
-from redlib.book import pages, plots, runner
+from redlib.book import pages, parameters, plots
 from redlib.core.store import Store
 from redlib.experiments import range_page, range_tables, ranges, task1
 
@@ -100,7 +100,7 @@ cfg, results, bb = pages.start_range_task("task1_addition", globals(), store)
 
 
 # %% tags=["remove-input", "hide-output"]
-runner.parameters_shown(cfg)
+parameters.this_run(cfg)
 # %% [markdown]
 # ## Data
 #
@@ -156,7 +156,14 @@ results.tables.update(t)  # written as CSV files by pages.end
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(range_tables.overall_summary(t["overall"], "t1"), precision=3, caption="Test accuracy per setting and method, mean and sd over seeds, beside the paper's")
+summary = range_tables.overall_summary(t["overall"], "t1")
+claims_run = cfg.settings[0].label
+display(plots.styled(summary.loc[[claims_run]], precision=3, caption="Test accuracy in the claims' setting, mean and sd "
+                     "over seeds, beside the paper's"))
+if len(summary.index.levels[0]) > 1:
+    display(plots.behind_click(plots.styled(summary.drop(index=claims_run, level=0), precision=3, caption="Test "
+                                            "accuracy in the other settings (extensions), mean and sd over seeds"),
+                               "The other settings (extensions)"))
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Test accuracy per method, mean over seeds with one standard deviation, in each setting: the iid split (the paper's sampling), the pairs split (unseen operand pairs) and the pairs split with digit-spaced numbers.", "name": "fig-t1-overall"}, "image": {"alt": "Bar chart of test accuracy per method and split"}}
 plots.method_bars(t["overall"], "Task 1: accuracy per method");
@@ -179,9 +186,9 @@ plots.accuracy_heatmap(acc_range, f"Task 1 accuracy per range ({main})");
 # %% [markdown]
 # A range holds a limited number of distinct questions (a repeated question counts once), so its
 # accuracy carries sampling error: RED's per range in each setting, with the number of distinct test
-# questions and a 95% Wilson interval over them, first seed.
+# questions and a 95% Wilson interval over them, first seed (click to show).
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 plots.styled(range_tables.range_intervals(t["per_range"], "RED", cfg.seed), precision=3, hide_index=True,
              caption="RED per range: distinct test questions and a 95% Wilson interval (first seed)")
 
@@ -205,9 +212,10 @@ plots.styled(t["router_accuracy"].pivot_table(index="run", columns="split_part",
 
 # %% [markdown]
 # The paper's case study (section 4.11): RED's routing weights and answers for its four queries
-# (one a Task 2 expression, one on the 40/41 boundary), first seed of each setting, beside the paper's:
+# (one a Task 2 expression, one on the 40/41 boundary), first seed of each setting, beside the paper's
+# (click to show):
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 cs = t["case_study"][t["case_study"]["seed"] == cfg.seed]
 ours = cs[["query", "run", *[c for c in cs.columns if c.startswith("alpha") or c.endswith("answer")
                               and not c.startswith("paper")]]]
@@ -256,54 +264,43 @@ plots.styled(t["parameter_cost"], precision=4, hide_index=True, caption="Paramet
 # %% tags=["hide-input", "hide-output"]
 plots.training_tables(t)
 
+# %% [markdown]
+# :::{dropdown} What the diagnostics and the extensions say
+# - **Learning rates**: each stage kind was trained at every rate of one grid ({glue:text}`t1_lr_grid`; stage 1
+#   on every seed, the rest on the first), the same grid for every method, keeping the lowest validation loss:
+#   {glue:text}`t1_lrs`. Still at the largest rate tried: {glue:text}`t1_lr_edge`.
+# - **Stage 1 at the paper's rate** (an extension): {glue:text}`t1_stage1_beside`. With it, these verdicts read otherwise (ours → beside):
+#   {glue:text}`t1_stage1_verdicts`.
+# - **Stages still improving at their cap**: {glue:text}`t1_capped`.
+# - **The two MoE forms**: its own gate {glue:text}`t1_moe:.3f`, RED's router over the same experts
+#   {glue:text}`t1_moe_shared:.3f`, the released code's gate over logit experts {glue:text}`t1_moe_code:.3f`.
+#   The global head on all of train (not 10%): {glue:text}`t1_global_all:.3f`.
+# - **RED variants**: the code's logit form {glue:text}`t1_red_code:.3f`, joint tuning (stage 4)
+#   {glue:text}`t1_red_stage4:.3f`, RED routed by the true range {glue:text}`t1_red_true:.3f`.
+# - **Other settings** (extensions): {glue:text}`t1_extensions`. Digit-spaced against whole numbers:
+#   {glue:text}`t1_digit_change`.
+# - **RED's errors within ±{glue:text}`t1_near` of the true sum**: {glue:text}`t1_near_misses`.
+# :::
+
 # %% tags=["remove-cell"]
 pages.glue_found(results, task1.found, cfg, t, beside="t1")
 
 # %% [markdown]
 # ## What we found
 #
-# - In the claims' setting ({glue:text}`t1_setting`) RED reaches accuracy {glue:text}`t1_red:.3f`, the softmax
-#   MoE with its own gate {glue:text}`t1_moe:.3f`, the global head {glue:text}`t1_global:.3f` and uniform
-#   averaging {glue:text}`t1_uniform:.3f` (paper: {glue:text}`t1_paper_red`, {glue:text}`t1_paper_moe`,
-#   {glue:text}`t1_paper_global`, {glue:text}`t1_paper_uniform`). Our ordering (paired seeds; ≈ a tie) is
-#   {glue:text}`t1_ranking`; the paper's ordering claim **{glue:text}`t1_v_t1_order`**. The iid test re-asks
-#   questions seen in training (2,500 distinct ones): {glue:text}`t1_iid_ceiling`. On unseen operand pairs,
-#   RED − MoE is {glue:text}`t1_pairs_gap`.
-# - Stage 1 of a seed far from the others (its validation loss above 1.3 × the seeds' median + 0.02):
-#   {glue:text}`t1_stage1_far`.
-# - The two MoE forms: its own gate, trained on the answer loss as the paper's classical MoE,
-#   {glue:text}`t1_moe:.3f`; the same experts mixed by RED's range-supervised router
-#   {glue:text}`t1_moe_shared:.3f`; the released code's form, a gate over the code's logit experts,
-#   {glue:text}`t1_moe_code:.3f`. The global head both ways: stage 1's head (trained with the backbone on
-#   10% of train, the claims' baseline) {glue:text}`t1_global:.3f`, a head trained on all of train over the
-#   same features {glue:text}`t1_global_all:.3f`.
-# - Oracle routing of the experts $E_i$ gives {glue:text}`t1_oracle:.3f`; the upper-bound claim against the
-#   methods that mix the same experts **{glue:text}`t1_v_t1_oracle_upper_bound`**. RED's own bound, RED
-#   routed by the true range, is {glue:text}`t1_red_true:.3f`.
-# - The router names the right range for {glue:text}`t1_router:.3f` of test questions (claim: at least
-#   {glue:text}`t1_paper_router`, **{glue:text}`t1_v_t1_router_acc`**).
-# - The RED variants: the code's logit form reaches {glue:text}`t1_red_code:.3f`, joint tuning (stage 4)
-#   {glue:text}`t1_red_stage4:.3f`.
-# - Our extensions (outside the paper's protocol): {glue:text}`t1_extensions`.
-#   Digit-spaced numbers against whole numbers on the same split change accuracy by
-#   {glue:text}`t1_digit_change`.
-# - Share of RED's errors within ±{glue:text}`t1_near` of the true sum: {glue:text}`t1_near_misses`.
-# - Learning rates: each stage kind (stage 1, experts, residuals, routers, gates, stage 4, heads) was trained at
-#   every rate of one grid (stage 1 on every seed, the rest on the first) ({glue:text}`t1_lr_grid`), the same grid for every method, and keeps
-#   the rate with the lowest validation loss: {glue:text}`t1_lrs` (the table under "Diagnostics"; the
-#   paper's 1e-4 for every stage is `head_lr_grid="none"`).
-#   Kinds whose choice is still the largest rate tried after the steps up, where a larger one might do better:
-#   {glue:text}`t1_lr_edge`.
-# - Stage 1 at the paper's rate, beside the chosen one (an extension, `stage1_paper_beside`):
-#   {glue:text}`t1_stage1_beside`. Stage 1 is chosen on its own validation loss, the global head's; the
-#   experts and the router train on its features afterwards, so a lower stage-1 loss need not give them
-#   better features. The claims are judged on the chosen stage 1, as on every stage kind; with stage 1 at
-#   the paper's rate these verdicts read otherwise (the ledger's rule, ours → beside):
-#   {glue:text}`t1_stage1_verdicts`.
-# - Stages still improving at their cap even so: {glue:text}`t1_capped`. A verdict resting on such a stage is
-#   about our training budget, not about RED.
-# - The {glue:text}`t1_n_claims` claims measured on this page, under the paper's protocol (value claims
-#   with tolerance {glue:text}`t1_value_tol`, backbone {glue:text}`t1_backbone`), {glue:text}`t1_tally`.
+# - **RED against the baselines** (claims' setting, {glue:text}`t1_setting`): RED {glue:text}`t1_red:.3f`,
+#   softmax MoE {glue:text}`t1_moe:.3f`, global head {glue:text}`t1_global:.3f`, uniform averaging
+#   {glue:text}`t1_uniform:.3f` (paper: {glue:text}`t1_paper_red`, {glue:text}`t1_paper_moe`,
+#   {glue:text}`t1_paper_global`, {glue:text}`t1_paper_uniform`). Ordering by paired seeds:
+#   {glue:text}`t1_ranking`; `t1.order` **{glue:text}`t1_v_t1_order`**.
+# - **Room to rank on iid** (its test re-asks questions seen in training): {glue:text}`t1_iid_ceiling`.
+# - **Where there is room** (unseen operand pairs, an extension): RED − MoE {glue:text}`t1_pairs_gap`.
+# - **Oracle routing** {glue:text}`t1_oracle:.3f`; `t1.oracle.upper_bound`
+#   **{glue:text}`t1_v_t1_oracle_upper_bound`**. **Router** {glue:text}`t1_router:.3f` of test questions
+#   (paper: at least {glue:text}`t1_paper_router`), **{glue:text}`t1_v_t1_router_acc`**.
+# - **Stage 1 on every seed**: a seed far from the others: {glue:text}`t1_stage1_far`.
+# - **All {glue:text}`t1_n_claims` claims** (tolerance {glue:text}`t1_value_tol`, backbone
+#   {glue:text}`t1_backbone`): {glue:text}`t1_tally`.
 
 # %% tags=["hide-input"]
 pages.end(results)

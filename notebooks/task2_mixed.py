@@ -79,7 +79,7 @@ mix_variant = "1:0.5,2:0.5"  # also run the claims' split with this step mix, on
 import pandas as pd
 from IPython.display import display
 
-from redlib.book import pages, plots, runner
+from redlib.book import pages, parameters, plots
 from redlib.core.store import Store
 from redlib.experiments import range_page, range_tables, ranges, task2
 
@@ -88,7 +88,7 @@ cfg, results, bb = pages.start_range_task("task2_mixed", globals(), store)
 
 
 # %% tags=["remove-input", "hide-output"]
-runner.parameters_shown(cfg)
+parameters.this_run(cfg)
 # %% [markdown]
 # ## Data
 #
@@ -130,7 +130,14 @@ results.tables.update(t)  # written as CSV files by pages.end
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(range_tables.overall_summary(t["overall"], "t2"), precision=3, caption="Test accuracy per setting and method, mean and sd over seeds, beside the paper's")
+summary = range_tables.overall_summary(t["overall"], "t2")
+claims_run = cfg.settings[0].label
+display(plots.styled(summary.loc[[claims_run]], precision=3, caption="Test accuracy in the claims' setting, mean and sd "
+                     "over seeds, beside the paper's"))
+if len(summary.index.levels[0]) > 1:
+    display(plots.behind_click(plots.styled(summary.drop(index=claims_run, level=0), precision=3, caption="Test "
+                                            "accuracy in the other settings (extensions), mean and sd over seeds"),
+                               "The other settings (extensions)"))
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Task 2 test accuracy per method, mean over seeds with one standard deviation, on the iid split (the paper's sampling) and the isolated split (unseen symbolic forms).", "name": "fig-t2-overall"}, "image": {"alt": "Bar chart of Task 2 test accuracy per method and setting"}}
 plots.method_bars(t["overall"], "Task 2: accuracy per method");
@@ -195,38 +202,36 @@ pages.claims_table(results, task2.claims(cfg, t))
 # %% tags=["hide-input", "hide-output"]
 plots.training_tables(t)
 
+# %% [markdown]
+# :::{dropdown} What the diagnostics and the extensions say
+# - **Learning rates** (Task 1's rule, grid {glue:text}`t2_lr_grid`): {glue:text}`t2_lrs`; still the largest
+#   rate tried: {glue:text}`t2_lr_edge`.
+# - **Stage 1 at the paper's rate** (an extension): {glue:text}`t2_stage1_beside`; the verdicts that read
+#   otherwise then (ours → beside): {glue:text}`t2_stage1_verdicts`.
+# - **Stages still improving at their cap**: {glue:text}`t2_capped`.
+# - **The released code's MoE form**, a gate over logit experts: {glue:text}`t2_moe_code:.3f`.
+# - **Other settings** (extensions): {glue:text}`t2_extensions`. Digit-spaced numbers (one token per digit, as
+#   Qwen3 reads them) run here in: {glue:text}`t2_digit_settings`.
+# :::
+
 # %% tags=["remove-cell"]
 pages.glue_found(results, task2.found, cfg, t, beside="t2")
 
 # %% [markdown]
 # ## What we found
 #
-# - In the claims' setting ({glue:text}`t2_setting`, step mix {glue:text}`t2_step_mix`) RED reaches accuracy
-#   {glue:text}`t2_red:.3f`, the softmax MoE {glue:text}`t2_moe:.3f`, the global head {glue:text}`t2_global:.3f`
-#   and uniform averaging {glue:text}`t2_uniform:.3f` (paper: {glue:text}`t2_paper_red`,
-#   {glue:text}`t2_paper_moe`, {glue:text}`t2_paper_global`, {glue:text}`t2_paper_uniform`). Our ordering
-#   (paired seeds; ≈ a tie) is {glue:text}`t2_ranking`; the paper's ordering claim
-#   **{glue:text}`t2_v_t2_order`**.
-# - RED by number of operations: {glue:text}`t2_red_by_operations`.
-# - Oracle routing of the experts gives {glue:text}`t2_oracle:.3f`; RED routed by the true range
-#   {glue:text}`t2_red_true:.3f`. The released code's MoE form, a gate over the code's logit experts, reaches
-#   {glue:text}`t2_moe_code:.3f`.
-# - In the claims' setting {glue:text}`t2_seen:.1%` of the test expressions (first seed) also appear in
-#   train, and {glue:text}`t2_forms_seen:.1%` of their symbolic forms: the lower these shares, the more
-#   Task 2 asks for arithmetic on unseen expressions rather than recall.
-# - Our extensions (outside the paper's protocol): {glue:text}`t2_extensions`.
-# - Digit-spaced numbers (`number_format='digits'` or `digits_variant_on`) give the embedded backbone one
-#   token per digit, as Qwen3 has; settings run with them here: {glue:text}`t2_digit_settings`.
-# - Learning rates (Task 1's rule, grid {glue:text}`t2_lr_grid`): {glue:text}`t2_lrs`; still the largest
-#   rate tried: {glue:text}`t2_lr_edge`.
-# - With stage 1 at the paper's rate instead (an extension): {glue:text}`t2_stage1_beside`; the verdicts
-#   that read otherwise then (ours → beside): {glue:text}`t2_stage1_verdicts`.
-# - Stage 1 of a seed far from the others (its validation loss above 1.3 × the seeds' median + 0.02):
-#   {glue:text}`t2_stage1_far`.
-# - Stages still improving at their cap: {glue:text}`t2_capped`; a verdict resting on one is about our
-#   training budget, not about RED.
-# - The {glue:text}`t2_n_claims` claims measured on this page, under the paper's protocol (value claims
-#   with tolerance {glue:text}`t2_value_tol`, backbone {glue:text}`t2_backbone`), {glue:text}`t2_tally`.
+# - **RED against the baselines** (claims' setting, {glue:text}`t2_setting`, step mix {glue:text}`t2_step_mix`):
+#   RED {glue:text}`t2_red:.3f`, softmax MoE {glue:text}`t2_moe:.3f`, global head {glue:text}`t2_global:.3f`,
+#   uniform averaging {glue:text}`t2_uniform:.3f` (paper: {glue:text}`t2_paper_red`, {glue:text}`t2_paper_moe`,
+#   {glue:text}`t2_paper_global`, {glue:text}`t2_paper_uniform`). Ordering by paired seeds:
+#   {glue:text}`t2_ranking`; `t2.order` **{glue:text}`t2_v_t2_order`**.
+# - **Why the mix sets the level**: RED by number of operations, {glue:text}`t2_red_by_operations`.
+# - **Oracle routing** {glue:text}`t2_oracle:.3f`; RED routed by the true range {glue:text}`t2_red_true:.3f`.
+# - **Recall or arithmetic**: {glue:text}`t2_seen:.1%` of the test expressions (first seed) also appear in
+#   train, {glue:text}`t2_forms_seen:.1%` of their symbolic forms.
+# - **Stage 1 on every seed**: a seed far from the others: {glue:text}`t2_stage1_far`.
+# - **All {glue:text}`t2_n_claims` claims** (tolerance {glue:text}`t2_value_tol`, backbone
+#   {glue:text}`t2_backbone`): {glue:text}`t2_tally`.
 
 # %% tags=["hide-input"]
 pages.end(results)

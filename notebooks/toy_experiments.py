@@ -54,7 +54,7 @@ import pandas as pd
 import torch
 from IPython.display import Markdown, display
 
-from redlib.book import ledger, pages, plots, runner
+from redlib.book import ledger, pages, parameters, plots
 from redlib.book.glue import glue_values
 from redlib.core.store import Store
 from redlib.experiments import toy
@@ -69,7 +69,7 @@ display(Markdown(f"Running profile **{cfg.profile}** with seeds {cfg.seeds}, up 
 
 
 # %% tags=["remove-input", "hide-output"]
-runner.parameters_shown(cfg)
+parameters.this_run(cfg)
 # %% [markdown]
 # ## Setup
 #

@@ -103,7 +103,7 @@ def test_write_parameters_cells_restores_a_hand_edited_cell(tmp_path, monkeypatc
 
 
 def test_parameter_table_documents_every_experiment_parameter():
-    from redlib.book.runner import parameter_table
+    from redlib.book.parameters import parameter_table
 
     table = parameter_table()
     for page in PAGES:
@@ -121,7 +121,7 @@ def test_parameter_table_documents_every_experiment_parameter():
 def test_expert_hidden_zero_means_a_linear_expert_and_says_so():
     from torch import nn
 
-    from redlib.book.runner import parameter_docs
+    from redlib.book.parameters import parameter_docs
     from redlib.experiments.task1 import Task1Config
 
     expert = Task1Config.from_params(profile="smoke", expert_hidden=0).expert(8, 3)

@@ -354,7 +354,8 @@ def headline(report: dict) -> dict:
         row["full book min"] = round(nbs["full"]["total_seconds"] / 60, 2)
     if "smoke_test_command" in report:
         row["test command min"] = round(report["smoke_test_command"]["total_seconds"] / 60, 2)
-    peaks = [t["peak_rss_mb"] for block in nbs.values() for t in block["per_notebook"].values()]
+    peaks = [t.get("peak_rss_mb_with_workers") or t["peak_rss_mb"]  # the book's one peak: kernel and workers
+             for block in nbs.values() for t in block["per_notebook"].values()]
     if peaks:
         row["peak memory GiB"] = round(max(peaks) / 1024, 2)
     return row

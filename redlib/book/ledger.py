@@ -104,7 +104,7 @@ def verdicts_beside(measured: dict[str, dict[str, Any]], extension: str | None, 
     return words or ("no verdict differs" if moved else "not measured")
 
 
-def _verdict_css(value: Any) -> str:
+def verdict_css(value: Any) -> str:
     """The background of a verdict cell (nothing for other cells)."""
     return f"background-color: {COLOURS[value]}" if value in COLOURS else ""
 
@@ -332,7 +332,7 @@ def styled(df: pd.DataFrame, caption: str = "The paper's claims measured on this
     """A table with a `verdict` column, verdicts coloured as in the ledger."""
     from .plots import styled as house
 
-    return house(df, hide_index=True, caption=caption).map(_verdict_css, subset=["verdict"])
+    return house(df, hide_index=True, caption=caption).map(verdict_css, subset=["verdict"])
 
 
 def status(collected: dict[str, dict[str, Any]], claims_file=None) -> pd.DataFrame:
@@ -347,32 +347,3 @@ def status(collected: dict[str, dict[str, Any]], claims_file=None) -> pd.DataFra
                      "hold": done.count("holds"), "partly": done.count("partly"), "do not hold": done.count("does not hold"),
                      "untestable or not comparable": done.count("untestable here") + done.count("not comparable")})
     return pd.DataFrame(rows)
-
-
-def summary_html(counts: pd.Series) -> str:
-    """The verdict counts as coloured badges."""
-    badges = "".join(
-        f'<span style="background:{COLOURS[v]};padding:0.3em 0.7em;margin-right:0.5em;border-radius:4px">'
-        f"<b>{counts[v]}</b> {v}</span>" for v in VERDICTS)
-    return f'<p role="status" aria-label="claims ledger summary">{badges}</p>'
-
-
-def table_html(df: pd.DataFrame) -> str:
-    """The ledger as an HTML table: verdicts coloured, ids linked to the section that measured them."""
-    shown = df.copy()
-    shown["id"] = [f'<a href="{link(nb)}">{cid}</a><br><small>{sec} ({kind})</small>' if nb else
-                   f"{cid}<br><small>{sec} ({kind})</small>"
-                   for cid, nb, sec, kind in zip(df["id"], df["notebook"], df["section"], df["kind"])]
-    shown["ours"] = [f"{o}<br><small>{m}</small>" if m else o for o, m in zip(df["ours"], df["measure"])]
-    shown["ours"] += ["<br><small>" + "; ".join(p for p in (s, on) if p) + "</small>" if s or on else ""
-                      for s, on in zip(df["spread over seeds"], df["measured on"])]
-    shown["ours"] += [f"<br><small><i>extension</i> - {x}</small>" if x else "" for x in df["extension"]]
-    shown["ours"] += [f"<br><small>ours {m} the paper's</small>" if m else "" for m in df.get("miss", [""] * len(df))]
-    shown["ours"] += [f"<br><small><b>{n.partition(':')[0]}</b>:{n.partition(':')[2]}</small>" if ":" in n else
-                      (f"<br><small>{n}</small>" if n else "") for n in df.get("note", pd.Series([""] * len(df)))]
-    shown = shown[["id", "verdict", "claim", "paper", "ours"]]
-    sty = shown.style.hide(axis="index").map(_verdict_css, subset=["verdict"])
-    sty = sty.set_uuid("ledger").set_caption("Every claim of the paper: the paper's number, ours, and the verdict")
-    sty = sty.set_table_styles([{"selector": "td, th", "props": "font-size: 0.85em; vertical-align: top"}])
-    # Styler leaves cell text unescaped, so the links stay links; the wrapper scrolls on narrow screens
-    return f'<div style="overflow-x:auto">{sty.to_html()}</div>'

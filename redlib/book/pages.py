@@ -169,14 +169,15 @@ def claims_table(results, measured: dict[str, dict]) -> None:
     from IPython.display import display
 
     from . import ledger
-    from .plots import styled
+    from .plots import behind_click, styled
 
     results.record(measured)
     display(ledger.styled(ledger.page_table(results.claims)))
     ext = ledger.extension_table(results.claims)
     if not ext.empty:
-        display(styled(ext, caption="Our extensions, beside the paper's protocol: our value and what the ledger's rule "
-                       "would say of it (it never decides a claim's verdict)"))
+        display(behind_click(styled(ext, caption="Our extensions, beside the paper's protocol: our value and what the "
+                                    "ledger's rule would say of it (it never decides a claim's verdict)"),
+                             f"Our extensions of these claims ({len(ext)} claims, {len(ext.columns)} settings)"))
 
 
 def glue_found(results, found, cfg, t: dict, beside: str | None = None) -> None:

@@ -150,8 +150,23 @@ def styled(df: pd.DataFrame, *, caption: str, precision: int = 3, hide_index: bo
     sty = df.style.format(lambda x: html.escape(number(x, precision)), na_rep="-")  # "<profile>" is text, not a tag
     if counts:
         sty = sty.format(lambda x: number(int(x), precision) if x == x else "-", subset=counts)
+    for axis in ("index", "columns"):
+        sty = sty.format_index(header, axis=axis)
     sty = sty.set_uuid(f"t{uid}").set_caption(caption)
     return sty.hide(axis="index") if hide_index else sty
+
+
+def behind_click(sty, summary: str):
+    """A styled table behind a click: a closed `<details>` whose summary line says what it holds."""
+    from IPython.display import HTML
+
+    return HTML(f"<details><summary>{html.escape(summary)}</summary>{sty.to_html()}</details>")
+
+
+def header(label) -> str:
+    """A header or row name as HTML: escaped, with a break opportunity after each underscore, so a snake_case name
+    wraps between its words and never inside one (the book's CSS breaks headers only there and at spaces)."""
+    return html.escape(str(label)).replace("_", "_<wbr>")
 
 
 def red_diagram():

@@ -10,16 +10,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable
 
 import yaml
 
 from ..core.config import PROFILES, ParameterError
 from ..core.runtime import project_root, resolve_path
 from .pages import NOTEBOOKS, PAGES, config_for, render_toc
-
-if TYPE_CHECKING:
-    import pandas as pd
 
 BOOK_FILES = ("_config.yml",)  # _toc.yml is written from the page registry
 
@@ -346,12 +343,6 @@ def warn_unlanded(profile: str) -> None:
               + ", ".join(f"{p} ({c})" for p, c in away.items()), file=sys.stderr)
 
 
-def parameter_docs(notebook: str) -> dict[str, str]:
-    """What each parameter of a notebook does, from its config (the one place a parameter is declared)."""
-    cls = config_for(notebook)
-    return {name: cls.describe(name) for name in cls.param_names()}
-
-
 PARAMETERS_CELL = re.compile(r"^# %% tags=\[\"parameters\"[^\n]*\n(.*?)\n\n# %%", re.S | re.M)
 
 
@@ -369,42 +360,3 @@ def write_parameters_cells() -> list[str]:
             path.write_text(text[:cell.start(1)] + want + text[cell.end(1):])
             changed.append(notebook)
     return changed
-
-
-def _shown(value: Any) -> str:
-    """A parameter value for a reader: its Python literal, or 'unset' (see its description) for None."""
-    return "unset" if value is None else repr(value)
-
-
-def parameters_shown(cfg):
-    """This run's parameters for a reader: name, value and what it does (a page's `parameters` cell, resolved)."""
-    import pandas as pd
-
-    from .plots import styled
-
-    docs, changed = parameter_docs(cfg.NOTEBOOK), cfg.non_default()
-    rows = [{"parameter": name, "value": _shown(value) + (" (changed)" if name in changed else ""),
-             "what it does": docs.get(name, "")} for name, value in cfg.asdict().items()]
-    return styled(pd.DataFrame(rows), caption=f"Parameters of this run (profile {cfg.profile}); re-run with "
-                  f"`python -m redlib run {cfg.NOTEBOOK} -p NAME VALUE`", hide_index=True)
-
-
-def parameter_table() -> "pd.DataFrame":
-    """Every parameter of every experiment notebook: description, type, default, smoke and full values, allowed values."""
-    import pandas as pd
-
-    from ..core.config import _type_name
-
-    rows = []
-    for page in (p for p in PAGES if p.trains):  # reading pages take only profile / seed / device / results_dir
-        notebook, cls = page.name, page.config
-        docs, types_ = parameter_docs(notebook), cls.field_types()
-        for name in cls.param_names():
-            default = getattr(cls, name)
-            row = {"notebook": notebook, "parameter": name, "description": docs.get(name, ""),
-                   "type": _type_name(types_[name]), "default": "the profile's" if default is None else repr(default)}
-            for p in PROFILES:
-                row[f"{p} value"] = _shown(cls.PROFILE_DEFAULTS[p].get(name, default)) if default is None else ""
-            row["allowed"] = ", ".join(map(str, cls.CHOICES.get(name, PROFILES if name == "profile" else ())))
-            rows.append(row)
-    return pd.DataFrame(rows)

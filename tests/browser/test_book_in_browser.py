@@ -1,6 +1,8 @@
 """The built smoke book as a reader sees it, in headless Chromium at 1400 px: every table and figure fits the
 content column, every table has a caption, no error text, NaN, None or unrendered template shows, and every
-internal link resolves.
+internal link resolves; and every page reads within a reader's length: at most 12,000 px tall, no visible table
+over 2,000 px (one behind a click does not count), at most 350 words under "What we found", no header word broken
+inside itself, and every commit a page names is in this repository's history.
 
 Runs after the smoke book is built (`make browser`, part of `make test`); it saves a full-page screenshot of every
 page under `_build/screenshots/` for review. Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import time
 from pathlib import Path
 
@@ -43,9 +46,39 @@ for (const el of article.querySelectorAll('table, img, svg, figure')) {  // code
 const uncaptioned = [...article.querySelectorAll('table')].filter(t => !t.querySelector('caption')).map(name);
 const cells = [...article.querySelectorAll('td, th, span.pasted-text, .pasted-inline')].map(c => c.innerText.trim());
 const text = article.innerText;
-return {wide: wide, uncaptioned: uncaptioned, text: text, cells: cells,
+// a table behind a click (a closed <details>) still reports its laid-out height: it is not visible
+const tall = [...article.querySelectorAll('table')].filter(t => !t.closest('details:not([open])'))
+  .map(t => [t, t.getBoundingClientRect().height])
+  .filter(([t, h]) => h > arguments[0]).map(([t, h]) => name(t) + ' is ' + Math.round(h) + ' px tall');
+// a header word the browser wraps inside itself: one word, two lines (a break after a hyphen is between words)
+const broken = [];
+for (const th of article.querySelectorAll('th')) {
+  const walk = document.createTreeWalker(th, NodeFilter.SHOW_TEXT);
+  for (let node = walk.nextNode(); node; node = walk.nextNode()) {
+    for (const m of node.textContent.matchAll(/[^\s-]+-?/g)) {
+      const range = document.createRange();
+      range.setStart(node, m.index);
+      range.setEnd(node, m.index + m[0].length);
+      const tops = new Set([...range.getClientRects()].filter(r => r.width > 0).map(r => Math.round(r.top)));
+      if (tops.size > 1) broken.push(m[0]);
+    }
+  }
+}
+// the prose under "What we found": its paragraphs and bullets, not its tables, figures, code or boxes
+const sec = article.querySelector('section#what-we-found');
+let words = 0;
+if (sec) {
+  const prose = sec.cloneNode(true);
+  prose.querySelectorAll('h1, h2, h3, h4, table, figure, img, pre, details, .admonition, .cell_input, script, style')
+    .forEach(e => e.remove());
+  words = prose.textContent.split(/\s+/).filter(w => /\w/.test(w)).length;
+}
+const commits = [...text.matchAll(/commit\s+([0-9a-f]{7,40})/g)].map(m => m[1]);
+return {wide: wide, uncaptioned: uncaptioned, text: text, cells: cells, tall: tall, broken: broken,
+        found_words: words, commits: commits,
         links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))};
 """
+TALLEST_PAGE, TALLEST_TABLE, FOUND_WORDS = 12_000, 2_000, 350  # px at 1400 px wide; words under "What we found"
 BAD_TEXT = ["Traceback", "Error:", "Exception", "{glue", "{{", "}}", "<br>", "&lt;", "&gt;"]
 BAD_CELLS = {"nan", "NaN", "None", "none", "inf", "-inf", "<NA>"}
 
@@ -93,7 +126,13 @@ def look(driver, page: str) -> dict:
     driver.set_window_size(WIDTH, min(int(height) + 100, 16000))
     time.sleep(0.2)  # let the resized page lay out before the picture
     driver.save_screenshot(str(SHOTS / (Path(page).stem + ".png")))
-    return driver.execute_script(PROBE)
+    return {**driver.execute_script(PROBE, TALLEST_TABLE), "height": height}
+
+
+def in_history(commit: str) -> bool:
+    """Whether `commit` names a commit of this repository."""
+    return subprocess.run(["git", "cat-file", "-e", f"{commit}^{{commit}}"], cwd=project_root(),
+                          capture_output=True).returncode == 0
 
 
 def problems(page: str, found: dict) -> list[str]:
@@ -102,6 +141,14 @@ def problems(page: str, found: dict) -> list[str]:
     out += [f"{page}: {t} has no caption" for t in found["uncaptioned"]]
     out += [f"{page}: the text shows {bad!r}" for bad in BAD_TEXT if bad in found["text"]]
     out += [f"{page}: a table cell or glued value reads {c!r}" for c in sorted(set(found["cells"]) & BAD_CELLS)]
+    if found["height"] > TALLEST_PAGE:
+        out.append(f"{page}: the page is {found['height']:,.0f} px tall (at most {TALLEST_PAGE:,})")
+    out += [f"{page}: {t} (at most {TALLEST_TABLE:,} px visible)" for t in found["tall"]]
+    out += [f"{page}: the header word {w!r} breaks inside itself" for w in sorted(set(found["broken"]))]
+    if found["found_words"] > FOUND_WORDS:
+        out.append(f"{page}: 'What we found' runs {found['found_words']} words (at most {FOUND_WORDS})")
+    out += [f"{page}: commit {c} is not in this repository's history" for c in sorted(set(found["commits"]))
+            if not in_history(c)]
     for href in found["links"]:
         if href.startswith(("http", "mailto:", "#", "javascript:")) or not href:
             continue
@@ -130,3 +177,24 @@ def test_the_check_fails_on_a_deliberately_over_wide_table(browser, tmp_path):
         bad.unlink()
         (SHOTS / "_overwide_check.png").unlink(missing_ok=True)
     assert any("table#overwide" in f and "px wide" in f for f in found), found
+
+
+def test_the_check_fails_on_a_deliberately_tall_table_and_a_long_finding(browser):
+    """The length checks are not blind: a 300-row table and 400 more words under "What we found" are caught, while
+    the same table behind a click (a closed <details>) is not."""
+    page = BOOK / "book" / "toy_experiments.html"
+    bad = page.with_name("_tall_check.html")
+    rows = "".join(f"<tr><td>row {i}</td></tr>" for i in range(300))
+    table = f'<table id="tall"><caption>tall</caption>{rows}</table>'
+    hidden = f'<details><table id="hidden"><caption>hidden</caption>{rows}</table></details>'
+    words = "<p>" + " ".join(["word"] * 400) + "</p>"
+    html = page.read_text().replace('<section id="', table + hidden + '<section id="', 1)
+    bad.write_text(html.replace('<section id="what-we-found">', '<section id="what-we-found">' + words, 1))
+    try:
+        found = problems("book/_tall_check.html", look(browser, "book/_tall_check.html"))
+    finally:
+        bad.unlink()
+        (SHOTS / "_tall_check.png").unlink(missing_ok=True)
+    assert any("table#tall" in f and "px tall" in f for f in found), found
+    assert not any("table#hidden" in f for f in found), found
+    assert any("'What we found' runs" in f for f in found), found
