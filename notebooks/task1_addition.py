@@ -156,14 +156,9 @@ results.tables.update(t)  # written as CSV files by pages.end
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-summary = range_tables.overall_summary(t["overall"], "t1")
-claims_run = cfg.settings[0].label
-display(plots.styled(summary.loc[[claims_run]], precision=3, caption="Test accuracy in the claims' setting, mean and sd "
-                     "over seeds, beside the paper's"))
-if len(summary.index.levels[0]) > 1:
-    display(plots.behind_click(plots.styled(summary.drop(index=claims_run, level=0), precision=3, caption="Test "
-                                            "accuracy in the other settings (extensions), mean and sd over seeds"),
-                               "The other settings (extensions)"))
+plots.main_and_rest(range_tables.overall_summary(t["overall"], "t1"), cfg.settings[0].label,
+                    "Test accuracy in the claims' setting, mean and sd over seeds, beside the paper's",
+                    "Test accuracy in the other settings (extensions), mean and sd over seeds")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Test accuracy per method, mean over seeds with one standard deviation, in each setting: the iid split (the paper's sampling), the pairs split (unseen operand pairs) and the pairs split with digit-spaced numbers.", "name": "fig-t1-overall"}, "image": {"alt": "Bar chart of test accuracy per method and split"}}
 plots.method_bars(t["overall"], "Task 1: accuracy per method");

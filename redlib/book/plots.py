@@ -163,6 +163,17 @@ def behind_click(sty, summary: str):
     return HTML(f"<details><summary>{html.escape(summary)}</summary>{sty.to_html()}</details>")
 
 
+def main_and_rest(df: pd.DataFrame, main: str, caption: str, rest: str, precision: int = 3) -> None:
+    """Show a table's rows under `main` (its first index level: the claims' setting); the other rows (extensions)
+    behind a click, captioned `rest`."""
+    from IPython.display import display
+
+    display(styled(df.loc[[main]], precision=precision, caption=caption))
+    others = df.drop(index=main, level=0)
+    if len(others):
+        display(behind_click(styled(others, precision=precision, caption=rest), rest))
+
+
 def header(label) -> str:
     """A header or row name as HTML: escaped, with a break opportunity after each underscore, so a snake_case name
     wraps between its words and never inside one (the book's CSS breaks headers only there and at spaces)."""

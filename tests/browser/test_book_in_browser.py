@@ -163,38 +163,35 @@ def test_every_page_reads_whole_at_book_width(browser):
     assert not found, "\n".join(found)
 
 
-def test_the_check_fails_on_a_deliberately_over_wide_table(browser, tmp_path):
-    """The probe is not blind: a copy of a page with a 3,000 px table is caught, naming the table."""
+def spoiled(browser, edit, name: str) -> list[str]:
+    """What the checks find on a copy of the toy page changed by `edit` (HTML -> HTML); the copy is removed after."""
     page = BOOK / "book" / "toy_experiments.html"
-    bad = page.with_name("_overwide_check.html")
-    html = page.read_text()
-    table = '<table id="overwide"><caption>over-wide</caption><tr>' + "".join(
-        f"<td>column {i} with a long header</td>" for i in range(60)) + "</tr></table>"
-    bad.write_text(html.replace('<section id="', table + '<section id="', 1))
+    bad = page.with_name(f"{name}.html")
+    bad.write_text(edit(page.read_text()))
     try:
-        found = problems("book/_overwide_check.html", look(browser, "book/_overwide_check.html"))
+        return problems(f"book/{name}.html", look(browser, f"book/{name}.html"))
     finally:
         bad.unlink()
-        (SHOTS / "_overwide_check.png").unlink(missing_ok=True)
+        (SHOTS / f"{name}.png").unlink(missing_ok=True)
+
+
+def test_the_check_fails_on_a_deliberately_over_wide_table(browser):
+    """The probe is not blind: a copy of a page with a 3,000 px table is caught, naming the table."""
+    table = '<table id="overwide"><caption>over-wide</caption><tr>' + "".join(
+        f"<td>column {i} with a long header</td>" for i in range(60)) + "</tr></table>"
+    found = spoiled(browser, lambda html: html.replace('<section id="', table + '<section id="', 1), "_overwide_check")
     assert any("table#overwide" in f and "px wide" in f for f in found), found
 
 
 def test_the_check_fails_on_a_deliberately_tall_table_and_a_long_finding(browser):
     """The length checks are not blind: a 300-row table and 400 more words under "What we found" are caught, while
     the same table behind a click (a closed <details>) is not."""
-    page = BOOK / "book" / "toy_experiments.html"
-    bad = page.with_name("_tall_check.html")
     rows = "".join(f"<tr><td>row {i}</td></tr>" for i in range(300))
-    table = f'<table id="tall"><caption>tall</caption>{rows}</table>'
-    hidden = f'<details><table id="hidden"><caption>hidden</caption>{rows}</table></details>'
+    tables = (f'<table id="tall"><caption>tall</caption>{rows}</table>'
+              f'<details><table id="hidden"><caption>hidden</caption>{rows}</table></details>')
     words = "<p>" + " ".join(["word"] * 400) + "</p>"
-    html = page.read_text().replace('<section id="', table + hidden + '<section id="', 1)
-    bad.write_text(html.replace('<section id="what-we-found">', '<section id="what-we-found">' + words, 1))
-    try:
-        found = problems("book/_tall_check.html", look(browser, "book/_tall_check.html"))
-    finally:
-        bad.unlink()
-        (SHOTS / "_tall_check.png").unlink(missing_ok=True)
+    found = spoiled(browser, lambda html: html.replace('<section id="', tables + '<section id="', 1).replace(
+        '<section id="what-we-found">', '<section id="what-we-found">' + words, 1), "_tall_check")
     assert any("table#tall" in f and "px tall" in f for f in found), found
     assert not any("table#hidden" in f for f in found), found
     assert any("'What we found' runs" in f for f in found), found
