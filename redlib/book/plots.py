@@ -20,6 +20,8 @@ def set_style() -> None:
     plt.rcParams.update({"figure.dpi": 100, "savefig.dpi": 100, "axes.titleweight": "bold", "figure.autolayout": False})
 
 
+LEGEND_PT = 9  # every legend of the book: at least 9 pt, outside the data
+
 MIN_SPAN = 2.0  # the smallest y range a prediction plot shows, in sum units: differences below it are float noise
 
 
@@ -43,7 +45,7 @@ def prediction_curves(df: pd.DataFrame, title: str, bands: list[tuple[int, int]]
     handles, labels = ax.get_legend_handles_labels()
     fig.suptitle(title)
     fig.tight_layout()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=5, fontsize=8, frameon=False)
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=5, fontsize=LEGEND_PT, frameon=False)
     return fig
 
 
@@ -57,12 +59,21 @@ def accuracy_heatmap(table: pd.DataFrame, title: str, ax=None, fmt: str = ".2f",
     return ax.figure
 
 
+def legend_outside(ax, entries: int, title: str) -> None:
+    """The axes' legend below the data (none for a single entry, which the title already names)."""
+    if entries > 1:
+        sns.move_legend(ax, "upper center", bbox_to_anchor=(0.5, -0.12), ncols=min(entries, 5), fontsize=LEGEND_PT,
+                        title=title, frameon=False)
+    elif ax.get_legend():
+        ax.get_legend().remove()
+
+
 def domain_bars(df: pd.DataFrame, x: str, y: str, hue: str, title: str, ylabel: str = "accuracy"):
     """Per-domain bars with seed spread as error bars (one row per seed in `df`)."""
     fig, ax = plt.subplots(figsize=(9, 3.8))
     sns.barplot(df, x=x, y=y, hue=hue, errorbar="sd", ax=ax)
     ax.set(title=title, xlabel="", ylabel=ylabel)
-    ax.legend(fontsize=8, ncols=3)
+    legend_outside(ax, df[hue].nunique(), hue)
     fig.tight_layout()
     return fig
 
@@ -73,20 +84,28 @@ def method_bars(overall: pd.DataFrame, title: str):
     sns.barplot(overall, x="method", y="accuracy", hue="run", errorbar="sd", ax=ax)
     ax.set(xlabel="", ylabel="test accuracy", ylim=(0, 1), title=title)
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
-    sns.move_legend(ax, "upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8, title="setting")
+    if overall["run"].nunique() > 1:
+        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.0, 1.0), fontsize=LEGEND_PT, title="setting", frameon=False)
+    else:  # one setting: a legend of one entry says nothing the title cannot
+        ax.get_legend().remove()
+        ax.set_title(f"{title} ({overall['run'].iloc[0]})")
     fig.tight_layout()
     return fig
 
 
 def step_lines(df: pd.DataFrame, x: str, hue: str, title: str, col: str | None = None):
     """Accuracy against a count (steps, operations) per `hue`, one row per seed in `df`, sd over seeds as error bars."""
-    grid = sns.catplot(df, x=x, y="accuracy", hue=hue, col=col, kind="point", errorbar="sd", dodge=0.3,
-                       height=3.6, aspect=1.2, capsize=0.1)
+    wrap = 2 if col and df[col].nunique() > 2 else None  # at most two panels a row: a figure at book width
+    grid = sns.catplot(df, x=x, y="accuracy", hue=hue, col=col, col_wrap=wrap, kind="point", errorbar="sd",
+                       dodge=0.3, height=3.2, aspect=1.3, capsize=0.1)
     grid.set(ylim=(0, 1.02))
+    if col:
+        grid.set_titles("{col_name}")
     grid.set_axis_labels(x, "final-answer accuracy")
     grid.figure.suptitle(title, fontweight="bold")
     grid.figure.tight_layout()
-    sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, frameon=False)  # below, off the data
+    sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=5, frameon=False,  # below, off the data
+                    fontsize=LEGEND_PT)
     return grid.figure
 
 
@@ -109,7 +128,7 @@ def speedup_vs_bound(df: pd.DataFrame, title: str):
         err = [part["speedup"] - part["speedup_min"], part["speedup_max"] - part["speedup"]]
         ax.errorbar(part["blocks"], part["speedup"], yerr=err, marker="o", capsize=3, label=f"measured, batch {batch}")
     ax.set(title=title, xlabel="blocks L (top k = 2 trained)", ylabel="speed-up (naive / cached)", xticks=depths)
-    ax.legend(fontsize=8)
+    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=LEGEND_PT, frameon=False)
     fig.tight_layout()
     return fig
 
@@ -328,6 +347,6 @@ def dependence(df: pd.DataFrame, x: str, methods: tuple[str, ...], title: str):
     sns.scatterplot(long, x=x, y="accuracy", hue="method", style="stage 1 at", s=70, ax=ax)
     ax.set(title=title, ylim=(-0.03, 1.03))
     ax.locator_params(axis="x", nbins=5)  # few ticks: losses print with several digits
-    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, fontsize=9)
+    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, fontsize=LEGEND_PT)
     fig.tight_layout()
     return fig

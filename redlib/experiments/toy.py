@@ -274,6 +274,14 @@ def run_all(cfg: ToyConfig, store: Store, workers: int) -> dict[str, pd.DataFram
     return {name: pd.concat(dfs) for name, dfs in tables.items()}
 
 
+def base_gap(evals_c: pd.DataFrame) -> float:
+    """The largest accuracy difference between the exact and the learned base in any (seed, model, domain) cell of
+    experiment C: 0 when the two heatmaps are one result shown twice."""
+    keys = [c for c in ("seed", "model", "domain") if c in evals_c.columns]
+    side = evals_c.pivot_table(index=keys, columns="base", values="accuracy")
+    return float((side["exact"] - side["learned"]).abs().max())
+
+
 def worst_domain(evals: pd.DataFrame, models: list[str], metric: str = "accuracy") -> pd.Series:
     """Per seed, the lowest `metric` over the five domains and the given models (off-domain points excluded)."""
     sel = evals[evals["model"].isin(models) & (evals["domain"] != "off-domain")]
@@ -340,6 +348,7 @@ def found(measured: dict[str, dict], verdicts: dict[str, str], weights_a: pd.Dat
         "toy_mlp_off_domain": evals_b.loc[off, "accuracy"].mean(), "toy_paper_low": low, "toy_paper_high": high,
         "toy_own_domain_worst": min(measured["toy.residual.single_expert"]["own_domain"]),
         "toy_learned_mix": spread(worst_domain(evals_c[evals_c["base"] == "learned"], ["base + mix of all r"])),
+        "toy_c_base_gap": base_gap(evals_c),
         **{f"toy_{cid.removeprefix('toy.').replace('.', '_')}": spread(m(cid)) for cid in (
             "toy.linear.param_average", "toy.linear.output_average", "toy.mlp.average_collapse",
             "toy.residual.base_only", "toy.residual.single_expert", "toy.residual.all_mixed")},
