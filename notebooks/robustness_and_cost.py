@@ -229,10 +229,11 @@ plots.styled(t["method_cost"].set_index(["backbone", "method"]), precision=5, ca
 
 # %% [markdown]
 # What training each experiment page's stages cost on this machine, read from the page's own last run
-# (every cache entry keeps the seconds it took to train, so a run that loads its stages still reports what
-# they cost): seconds per stage kind, their sum (compute seconds, which overlap in wall time where workers
-# train side by side), the runs (seeds x settings) and the book's one peak memory: the page's kernel and its
-# workers at once, sampled while that run trained its stages ("-" where it loaded them). A page whose
+# (every cache entry keeps the seconds it took to train and the peak memory of the process that trained
+# it, so a run that loads its stages still reports what they cost): seconds per stage kind, their sum
+# (compute seconds, which overlap in wall time where workers train side by side), the runs (seeds x
+# settings) and a bound on the peak memory of the kernel and its workers (each process's peak, summed: the
+# Speed page samples the same quantity in cold runs, which a re-run from the cache cannot). A page whose
 # last run predates this record is left out; the wall times of cold runs are on the Speed page (click to show):
 
 # %% tags=["hide-input", "hide-output"]

@@ -149,23 +149,22 @@ def test_method_cost_counts_every_module_each_method_trains():
 
 
 def test_costs_are_read_from_the_pages_own_runs_and_count_their_runs(tmp_path):
-    """eff.* read what the pages' runs recorded (their stages' training seconds; the peak memory of a run that trained),
-    never the bench; a run from before stages kept their cost is left out rather than guessed."""
+    """eff.* read what the pages' runs recorded (their stages' training seconds and memory bound), never the bench;
+    a run from before stages kept their cost is left out rather than guessed."""
     from redlib.book.results import digests, published_costs
 
-    def page(name: str, params: dict, by_kind: dict, peak: float, unknown: int = 0, computed: int = 1) -> None:
+    def page(name: str, params: dict, by_kind: dict, peak: float, unknown: int = 0) -> None:
         d = tmp_path / "full" / name
         d.mkdir(parents=True)
         prov = {"parameters": params, "git_commit": "abc1234def", "started_at": "2026-11-23T00:00:00+00:00",
-                "peak_rss_mb_with_workers": peak,  # the book's one peak memory: kernel and workers at once
                 "stages": {"train_seconds_by_kind": by_kind, "stages_without_recorded_cost": unknown,
-                           "computed": computed}}
+                           "train_peak_rss_mb_upper_bound": peak}}
         (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": prov, "sha256": digests(d, {})}))
 
     page("task1_addition", {"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs",
                             "extension_seeds": 1}, {"task1/stage1": 600.0, "task1/expert": 300.0, "task1/router": 120.0},
          2048.0)
-    page("mnist_label5", {"n_seeds": 5}, {"mnist/stage1": 30.0}, 9999.0, computed=0)  # loaded: its peak is no training
+    page("mnist_label5", {"n_seeds": 5}, {"mnist/stage1": 30.0}, 1024.0)
     page("task2_mixed", {"n_seeds": 3}, {"task2/stage1": 10.0}, 512.0, unknown=4)  # older run: left out
     times = published_costs(["task1_addition", "mnist_label5", "task2_mixed"], "full", tmp_path)
     assert dict(times.groupby("page")["runs"].first()) == {"mnist_label5": 5, "task1_addition": 5}

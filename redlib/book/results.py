@@ -298,8 +298,7 @@ class PageResults:
 
 def published_costs(pages: list[str], profile: str = "full", results_dir: str | os.PathLike = "results") -> pd.DataFrame:
     """What each page's stages cost to train, from its last run's provenance (seconds per stage kind, whether the
-    run trained them or loaded them; the peak memory of its kernel and workers at once, where that run trained its
-    stages): the pages' own record, read one way."""
+    run trained them or loaded them; an upper bound on the training memory): the pages' own record, read one way."""
     from ..red.cost import TIME_COLUMNS, timed_runs
 
     rows = []
@@ -312,9 +311,7 @@ def published_costs(pages: list[str], profile: str = "full", results_dir: str | 
         if st.get("stages_without_recorded_cost", 1) or "train_seconds_by_kind" not in st:
             continue  # a run before stages kept their cost: nothing honest to report
         rows += [{"page": page, "stage": kind.split("/")[-1], "seconds": s,
-                  # the one peak memory of the book: kernel and workers at once, of a run that trained its stages
-                  "peak_rss_mb": p.get("peak_rss_mb_with_workers") if st.get("computed") else None,
-                  "compute_seconds": sum(
+                  "peak_rss_mb": st.get("train_peak_rss_mb_upper_bound"), "compute_seconds": sum(
                       st["train_seconds_by_kind"].values()), "runs": timed_runs(p.get("parameters") or {}),
                   "git_commit": (p.get("git_commit") or "")[:7], "measured_at": p.get("started_at", "")}
                  for kind, s in st["train_seconds_by_kind"].items()]
