@@ -123,6 +123,9 @@ def test_changed_verdicts_are_listed_with_their_cause(tmp_path):
     moved = ledger.changes(now, before)
     assert list(moved["id"]) == ["a", "c"] and list(moved["before"]) == ["holds", "partly"]
     assert moved["cause"][0].startswith("tie") and moved["cause"][1] == ledger.REPUBLICATION_CAUSES["task2_mixed"]
+    # the same page, not re-run since the previous publication: only a rule can have moved its verdict
+    same_run = {"c": {"provenance": {"git_commit": "abc1234def"}}}
+    assert ledger.changes(now, before, same_run)["cause"][1] == ledger.UNCHANGED_RUN_CAUSE
 
 
 def test_an_upper_bound_above_a_ceiling_is_inconclusive_not_a_failure():

@@ -252,6 +252,8 @@ REPUBLICATION_CAUSES = {
 RULE_CAUSES = {"untestable here": "the ledger's rule: a tie at the ceiling, or an upper bound above it, cannot test "
                                   "the claim (counted apart, no longer as partly)",
                "not comparable": "the ledger's rule: our figure is measured on other hardware and another backbone"}
+UNCHANGED_RUN_CAUSE = ("the ledger's rules as they stand now (every claim judged seed by seed, element by element); "
+                       "the page itself was not re-run since")
 PER_SEED_CAUSE = "the ledger's rule: every number of the claim judged seed by seed (before: the mean over seeds)"
 # claims whose measurement on a saturated setting says little, and where the book measures them with headroom
 HEADROOM = {"mod.plug_in": "changes of 0.000 on domains already at 1.000 say little; the MNIST extension, with headroom, "
@@ -268,10 +270,13 @@ def changes(df: pd.DataFrame, before: str | os.PathLike, collected: dict[str, di
     before_ = dict(zip(moved["id"], moved["verdict before"]))
     entries = collected or {}
 
-    def cause(cid: str, now: str, note_: str, nb: str) -> str:
+    def cause(cid: str, now: str, note_: str, nb: str, at: str) -> str:
         paper = claims[cid]["paper"] if cid in claims else None
+        ran = str((entries.get(cid, {}).get("provenance") or {}).get("git_commit", ""))
         if now in RULE_CAUSES:
             return RULE_CAUSES[now]
+        if ran and str(at) not in ("", "nan") and ran.startswith(str(at)):
+            return UNCHANGED_RUN_CAUSE  # the same run as before: only the rule that reads it can have moved
         if str(note_).startswith("tie"):
             return "tie: the difference is inside the seeds' spread"
         if (cid in claims and claims[cid]["kind"] == "value" and isinstance(paper, (dict, list))
@@ -279,8 +284,8 @@ def changes(df: pd.DataFrame, before: str | os.PathLike, collected: dict[str, di
             return PER_SEED_CAUSE  # the mean-over-seeds rule would still say what the previous publication said
         return REPUBLICATION_CAUSES.get(nb, "re-measured") if nb else "not measured now"
 
-    causes = [cause(c, v, n, nb) for c, v, n, nb in zip(moved["id"], moved["verdict"],
-                                                        moved.get("note", [""] * len(moved)), moved["notebook"])]
+    causes = [cause(c, v, n, nb, at) for c, v, n, nb, at in zip(
+        moved["id"], moved["verdict"], moved.get("note", [""] * len(moved)), moved["notebook"], moved["published_at"])]
     return pd.DataFrame({"id": moved["id"], "before": moved["verdict before"].fillna("not in the ledger"),
                          "now": moved["verdict"], "cause": causes,
                          "previous publication": moved["published_at"]}).reset_index(drop=True)
