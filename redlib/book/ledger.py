@@ -275,13 +275,13 @@ def changes(df: pd.DataFrame, before: str | os.PathLike, collected: dict[str, di
         ran = str((entries.get(cid, {}).get("provenance") or {}).get("git_commit", ""))
         if now in RULE_CAUSES:
             return RULE_CAUSES[now]
-        if ran and str(at) not in ("", "nan") and ran.startswith(str(at)):
-            return UNCHANGED_RUN_CAUSE  # the same run as before: only the rule that reads it can have moved
         if str(note_).startswith("tie"):
             return "tie: the difference is inside the seeds' spread"
         if (cid in claims and claims[cid]["kind"] == "value" and isinstance(paper, (dict, list))
                 and cid in entries and elementwise_verdict([entries[cid]["value"]], paper, VALUE_TOL) == before_[cid]):
             return PER_SEED_CAUSE  # the mean-over-seeds rule would still say what the previous publication said
+        if ran and str(at) not in ("", "nan") and ran.startswith(str(at)):
+            return UNCHANGED_RUN_CAUSE  # the same run as before: only the rule that reads it can have moved
         return REPUBLICATION_CAUSES.get(nb, "re-measured") if nb else "not measured now"
 
     causes = [cause(c, v, n, nb, at) for c, v, n, nb, at in zip(
