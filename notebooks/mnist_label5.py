@@ -84,9 +84,10 @@ data = mnist.load(cfg, cfg.seed)  # the first seed's split, for the data table
 display(Markdown(
     f"Profile **{cfg.profile}**: {cfg.data_label}, "
     f"{'each seed its own split' if cfg.split_seed is None else f'split seed {cfg.split_seed} for every seed'}, seeds {cfg.seeds}, stage 1 up to "
-    f"{cfg.backbone_epochs} epochs, other stages up to {cfg.max_epochs} epochs, each stage kind (stage 1 included) at "
-    f"the learning rate chosen from {cfg.head_lr_grid} (and up to {cfg.head_lr_extend} rates above it), "
-    f"patience {cfg.patience}; claims judged with the {cfg.judged_forms} forms."))
+    f"{cfg.backbone_epochs} epochs with patience {cfg.backbone_patience or cfg.patience}, other stages up to "
+    f"{cfg.max_epochs} epochs with patience {cfg.patience}, each stage kind (stage 1 included) at the learning rate "
+    f"chosen from {cfg.head_lr_grid} (and up to {cfg.head_lr_extend} rates above it); claims judged with the "
+    f"{cfg.judged_forms} forms."))
 
 
 # %% tags=["remove-input", "hide-output"]

@@ -177,7 +177,8 @@ def claims_table(results, measured: dict[str, dict]) -> None:
     if not ext.empty:
         display(behind_click(styled(ext, caption="Our extensions, beside the paper's protocol: our value and what the "
                                     "ledger's rule would say of it (it never decides a claim's verdict)"),
-                             f"Our extensions of these claims ({len(ext)} claims, {len(ext.columns)} settings)"))
+                             f"Our extensions of these claims ({len(ext)} claims, {len(ext.columns)} "
+                             f"setting{'s' * (len(ext.columns) > 1)})"))
 
 
 def glue_found(results, found, cfg, t: dict, beside: str | None = None) -> None:

@@ -217,7 +217,8 @@ def profile_words(cfg: RangeTaskConfig, bb: Backbone) -> str:
     training caps."""
     return (f"Profile **{cfg.profile}**: backbone `{cfg.backbone}` ({type(bb.full).__name__}, {bb.n_blocks} blocks, "
             f"d = {bb.dim}, top {bb.k} trained), {cfg.runs_label()}, {cfg.data_words()}, dataset `{cfg.dataset_size}`, "
-            f"stage 1 up to {cfg.backbone_epochs} epochs, other stages up to {cfg.max_epochs} epochs with patience "
+            f"stage 1 up to {cfg.backbone_epochs} epochs with patience {cfg.backbone_patience or cfg.patience}, other "
+            f"stages up to {cfg.max_epochs} epochs with patience "
             f"{cfg.patience}, each stage kind (stage 1 included) at the learning rate chosen from {cfg.head_lr_grid} "
             f"(and up to {cfg.head_lr_extend} rates above it).")
 
