@@ -26,7 +26,7 @@ def table_html(df: pd.DataFrame, caption: str = "Every claim of the paper: the p
     """The ledger as an HTML table: verdicts coloured, ids linked to the section that measured them; each row's
     extensions and notes behind a click ("more"), so a row reads as claim, paper, ours and verdict."""
     shown = df.copy()
-    shown["id"] = [f'<a href="{link(nb)}">{cid}</a><br><small>{sec} ({kind})</small>' if isinstance(nb, str) and nb else
+    shown["id"] = [f'<a href="{link(nb)}">{cid}</a><br><small>{sec} ({kind})</small>' if nb else
                    f"{cid}<br><small>{sec} ({kind})</small>"
                    for cid, nb, sec, kind in zip(df["id"], df["notebook"], df["section"], df["kind"])]
     shown["ours"] = [f"{o} <small>{s}</small>" if s else o for o, s in zip(df["ours"], df["spread over seeds"])]
