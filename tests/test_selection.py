@@ -140,3 +140,15 @@ def test_stage_1_is_chosen_on_the_mean_over_every_seed_and_the_later_kinds_on_th
         assert stage1.loc[lr, "val loss"] == pytest.approx(np.mean(losses), rel=1e-12)
         assert stage1.loc[lr, "highest val loss of its stages"] == max(losses)
     assert choice.lrs["stage1"] == stage1["val loss"].idxmin()
+
+
+def test_every_stage_1_try_records_its_validation_loss_per_epoch(chosen):
+    _, _, _, _, choice = chosen
+    first = choice.table[choice.table["stage kind"] == selection.KIND_NAMES["stage1"]]
+    curves = choice.curves
+    assert set(curves["lr"]) == set(first["lr"])
+    for lr, c in curves.groupby("lr"):
+        row = first[first["lr"] == lr].iloc[0]
+        assert list(c["epoch"]) == list(range(row["epochs run"]))  # one value per epoch run, in order
+        assert c["val loss"].min() == pytest.approx(row["val loss"])  # the kept state is the best epoch's
+        assert c["val loss"].idxmin() - c.index[0] == row["best epoch"]

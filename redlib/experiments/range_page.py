@@ -38,4 +38,4 @@ def run_decomposition(cfg: DecompositionConfig, bb: Backbone, store: Store) -> T
     """Every seed and setting of the step-decomposition page (op experts at the rates chosen on validation loss)."""
     choice = decomposition.choose(cfg, bb, store)
     tables = [decomposition.run(cfg, s, st, bb, store, choice.lrs) for st, s in ranges.every_run(cfg, "decomposition")]
-    return ranges.stack(tables) | {"lr_selection": choice.table}
+    return ranges.stack(tables) | ranges.selection_tables(choice)

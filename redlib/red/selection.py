@@ -47,6 +47,7 @@ class LrChoice:
 
     lrs: dict[str, float] = field(default_factory=dict)  # kind -> lr ({}: the config's lr and head_lr)
     table: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per (kind, lr tried)
+    curves: pd.DataFrame = field(default_factory=pd.DataFrame)  # stage 1's validation loss per (lr, seed, epoch)
 
 
 def kinds(cfg: RedConfig) -> list[tuple[str, ...]]:
@@ -70,7 +71,7 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
         return LrChoice()
     chosen: dict[str, float] = {}
     base: Stages | None = None  # stage 1 at its chosen rate, with the features (after the first round)
-    rows = []
+    rows, stage1_rows = [], []
     for kinds_ in kinds(cfg):
         tried, seconds = [], {}
         for lrs in [{k: lr for k in kinds_} for lr in grid]:
@@ -81,15 +82,18 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
                 break
             tried += _attempt(cfg, (data, encoder, seed), others, store, base, chosen, edge, seconds)
         per = _per_rate(pd.DataFrame(tried))
+        stage1_rows += [r for r in tried if "curve" in r]
         per["seconds"] = [seconds.get((f"{data.namespace}/{k}", lr), 0.0) for k, lr in zip(per["kind"], per["lr"])]
         chosen.update(_best(per))
         rows.append(per)
         if base is None:  # the encoder holds the last try's weights: load the chosen stage 1 (a cache hit) into it
             base = _stage1(cfg, data, encoder, store, seed, chosen["stage1"])
     table = pd.concat(rows, ignore_index=True)
+    curves = pd.DataFrame([{"lr": r["lr"], "seed": r["seed"], "epoch": e, "val loss": v}
+                           for r in stage1_rows for e, v in enumerate(r["curve"])])
     table["chosen"] = [chosen[k] == lr for k, lr in zip(table["kind"], table["lr"])]
     table.insert(0, "stage kind", table.pop("kind").map(KIND_NAMES))
-    return LrChoice({k: chosen[k] for r in kinds(cfg) for k in r}, table.assign(seed=seed))
+    return LrChoice({k: chosen[k] for r in kinds(cfg) for k in r}, table.assign(seed=seed), curves)
 
 
 def _attempt(cfg: RedConfig, first: Seeded, others: tuple[Seeded, ...], store: Store, base: Stages | None,
@@ -102,7 +106,7 @@ def _attempt(cfg: RedConfig, first: Seeded, others: tuple[Seeded, ...], store: S
         for data, encoder, seed in (first, *others):
             st = Stages(cfg, data, encoder, store, seed, lrs=lrs)
             st.base()
-            rows.append({"kind": "stage1", "lr": lrs["stage1"], "seed": seed, **st.epochs[-1]})
+            rows.append({"kind": "stage1", "lr": lrs["stage1"], "seed": seed, **st.epochs[-1], "curve": st.stage1_curve})
             if encoder is not first[1]:
                 encoder.release()  # its prefix states load again for its next try; one seed's at a time in memory
         # a try a worker trained (`speed/stage1_runs.py`) loads here: its seconds are the worker's

@@ -108,7 +108,8 @@ class Stages:
         def train(_: nn.Module) -> dict:
             pick = cfg.base_rows(data.labels["train"], self.seed)
             res = fit(model, ce, (data.ids["train"][pick], data.labels["train"][pick]), val, tc)
-            return {**_fit_meta(res), "val_loss": res.best_val_loss}  # the kept state's: stage 1's rate is chosen on it
+            # the kept state's loss (stage 1's rate is chosen on it) and every epoch's (what a shorter run would have seen)
+            return {**_fit_meta(res), "val_loss": res.best_val_loss, "val_losses": [h["val_loss"] for h in res.history]}
 
         meta = self.store.module(self.kind("stage1"), self.key, nn.ModuleDict({"top": enc.trainable(), "head": head}),
                                  train)
@@ -117,6 +118,7 @@ class Stages:
             with torch.no_grad():
                 meta["val_loss"] = evaluate_loss(model, ce, val)
         self._epochs("stage 1", meta, tc, meta["val_loss"])
+        self.stage1_curve: list[float] = meta.get("val_losses", [])  # validation loss per epoch ([]: an older entry)
         self.head = head.requires_grad_(False)
         return self.head
 
