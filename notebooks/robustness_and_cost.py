@@ -75,7 +75,7 @@ from tqdm import tqdm
 
 from redlib.book import ledger, pages, parameters, plots
 from redlib.book.glue import glue_values
-from redlib.book.results import published_costs
+from redlib.book.costs import published_costs
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
 from redlib.experiments import ranges, task1

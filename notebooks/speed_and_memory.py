@@ -38,7 +38,7 @@ from IPython.display import Markdown, display
 from redlib.bench import report
 from redlib.book import pages, plots
 from redlib.book.glue import glue_values
-from redlib.book.results import cold_estimates, selection_costs
+from redlib.book.costs import cold_estimates, rung_checks, rung_summary, selection_costs
 from redlib.core.runtime import resolve_path
 
 cfg, results = pages.start("speed_and_memory", globals())
@@ -369,6 +369,28 @@ if len(chosen):
                          "their training seconds per page, against all the page's stages (worker seconds)"))
 else:
     display(Markdown("No page has chosen its learning rates yet."))
+
+# %% [markdown]
+# Most of a try's epochs come after its rate has shown what it is worth. Successive halving would
+# train every try only a rung of epochs, then only the best rates of the grid (by the mean over seeds
+# or domains of the best validation loss so far) to the end, the choice among those by the full
+# grid's rule. Replayed on each page's recorded full grid (every try's validation loss per epoch),
+# for a rung of 5 or 10 epochs keeping the better half, and a rung of 10 keeping one rate: whether
+# each kind keeps the full grid's rate and the share of the selection's epochs it saves (an
+# analysis: the pages still run the full grid; every kind's row behind the click).
+
+# %% tags=["hide-input"]
+rungs = rung_checks(["task1_addition", "task2_mixed", "step_decomposition"], [(5, None), (10, None), (10, 1)],
+                    cfg.profile, cfg.results_dir)
+if len(rungs):
+    results.table("rung_checks", rungs)
+    display(plots.styled(rung_summary(rungs), precision=2, hide_index=True, caption="Successive halving of the "
+                         "rates, replayed on each page's full grid"))
+    display(plots.behind_click(plots.styled(rungs, precision=2, hide_index=True, caption="Per stage kind"),
+                               f"Every stage kind at every rule ({len(rungs)} rows)"))
+else:
+    display(Markdown("No page has recorded its stage-1 tries' curves yet (a page published before they were "
+                     "recorded)."))
 
 # %% [markdown]
 # ## Where the time goes

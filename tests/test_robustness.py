@@ -151,7 +151,8 @@ def test_method_cost_counts_every_module_each_method_trains():
 def test_costs_are_read_from_the_pages_own_runs_and_count_their_runs(tmp_path):
     """eff.* read what the pages' runs recorded (their stages' training seconds and memory bound), never the bench;
     a run from before stages kept their cost is left out rather than guessed."""
-    from redlib.book.results import digests, published_costs
+    from redlib.book.costs import published_costs
+    from redlib.book.results import digests
 
     def page(name: str, params: dict, by_kind: dict, peak: float, unknown: int = 0) -> None:
         d = tmp_path / "full" / name
@@ -212,7 +213,8 @@ def test_cold_estimates_bracket_a_page_by_its_recorded_stage_seconds(tmp_path):
     """Stage 1 serial in the page's process, the rest over its workers: the range is (sum / (workers + 1),
     stage 1 + rest / workers); a cold timing is put beside it only when it ran today's profile and code."""
     from redlib.bench import report
-    from redlib.book.results import cold_estimates, digests
+    from redlib.book.costs import cold_estimates
+    from redlib.book.results import digests
 
     d = tmp_path / "full" / "mnist_label5"
     d.mkdir(parents=True)

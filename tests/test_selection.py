@@ -142,13 +142,45 @@ def test_stage_1_is_chosen_on_the_mean_over_every_seed_and_the_later_kinds_on_th
     assert choice.lrs["stage1"] == stage1["val loss"].idxmin()
 
 
-def test_every_stage_1_try_records_its_validation_loss_per_epoch(chosen):
+def test_every_try_records_its_validation_loss_per_epoch(chosen):
     _, _, _, _, choice = chosen
-    first = choice.table[choice.table["stage kind"] == selection.KIND_NAMES["stage1"]]
     curves = choice.curves
-    assert set(curves["lr"]) == set(first["lr"])
-    for lr, c in curves.groupby("lr"):
-        row = first[first["lr"] == lr].iloc[0]
-        assert list(c["epoch"]) == list(range(row["epochs run"]))  # one value per epoch run, in order
-        assert c["val loss"].min() == pytest.approx(row["val loss"])  # the kept state is the best epoch's
-        assert c["val loss"].idxmin() - c.index[0] == row["best epoch"]
+    assert set(curves["stage kind"]) == set(choice.table["stage kind"])
+    for (kind, lr), c in curves.groupby(["stage kind", "lr"]):
+        row = choice.table[(choice.table["stage kind"] == kind) & (choice.table["lr"] == lr)].iloc[0]
+        for _, one in c.groupby("stage"):  # one stage: a value per epoch run, in order; the kept state the best epoch's
+            assert list(one["epoch"]) == list(range(len(one))) and len(one) <= row["epochs run"]
+            assert one["val loss"].idxmin() - one.index[0] <= row["best epoch"]
+        best = c.groupby("stage")["val loss"].min()
+        assert best.mean() == pytest.approx(row["val loss"], rel=1e-5)  # the table's loss is the kept states' mean
+
+
+def test_the_rung_rule_keeps_the_better_half_and_counts_the_epochs_it_saves():
+    import pandas as pd
+    # three rates on two seeds: 0.1 is best early but worst at the end; 0.3 stops by patience before the rung
+    curves = [(0.1, s, e, v) for s in (0, 1) for e, v in enumerate([1.0, 0.5, 0.45, 0.44, 0.43, 0.42])]
+    curves += [(0.2, s, e, v) for s in (0, 1) for e, v in enumerate([2.0, 1.5, 0.9, 0.3, 0.2, 0.1])]
+    curves += [(0.3, s, e, v) for s in (0, 1) for e, v in enumerate([3.0, 2.9])]
+    df = pd.DataFrame(curves, columns=["lr", "seed", "epoch", "val loss"])
+    early = selection.rung_rule(df, 2)  # at epoch 2: 0.1 (0.5) and 0.2 (1.5) go on, 0.3 (2.9) is dropped
+    assert early["survivors"] == "0.1, 0.2" and early["the rule's choice"] == "0.2" and early["same"]
+    assert early["epochs, full grid"] == 2 * (6 + 6 + 2) and early["epochs, the rule"] == 2 * (6 + 6 + 2)
+    # 0.3 now ends at 0.6 after four epochs: at the rung it beats 0.2, the full grid's choice, which is dropped
+    slow = df[df["lr"] != 0.3]
+    slow = pd.concat([slow, pd.DataFrame([(0.3, s, e, v) for s in (0, 1) for e, v in enumerate([3.0, 0.6, 0.7, 0.8])],
+                                         columns=df.columns)])
+    late = selection.rung_rule(slow, 2)
+    assert late["survivors"] == "0.1, 0.3" and late["full grid's choice"] == "0.2" and late["the rule's choice"] == "0.1"
+    assert not late["same"] and late["epochs, the rule"] == 2 * (6 + 2 + 4) and late["saved"] == pytest.approx(4 / 16)
+
+
+def test_the_rung_rule_keeps_as_many_rates_as_asked_and_goes_above_the_grid_only_from_its_edge():
+    import pandas as pd
+    vals = {0.1: [1.0, 0.9, 0.8], 0.2: [0.95, 0.5, 0.4], 0.4: [0.9, 0.6, 0.3], 0.8: [2.0, 0.2, 0.1]}
+    df = pd.DataFrame([(lr, 0, e, v) for lr, vs in vals.items() for e, v in enumerate(vs)],
+                      columns=["lr", "seed", "epoch", "val loss"])
+    one = selection.rung_rule(df, 1, keep=1, grid=[0.1, 0.2, 0.4])  # 0.8 lies above the grid
+    assert one["survivors"] == "0.4" and one["the rule's choice"] == "0.8" and one["same"]  # from the edge, it goes on
+    assert one["epochs, the rule"] == 1 + 1 + 3 + 3
+    inner = selection.rung_rule(df, 1, keep=1, grid=[0.1, 0.2, 0.4, 1.6])  # 1.6 never tried: 0.4 is no edge
+    assert inner["the rule's choice"] == "0.4" and not inner["same"] and inner["epochs, the rule"] == 1 + 1 + 3

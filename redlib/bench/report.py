@@ -222,7 +222,7 @@ def current_profile(notebook: str, profile: str, timed: dict | None) -> str:
 
 
 def with_cold_times(bench: dict | None, est: pd.DataFrame, nbt: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The pages' training-time ranges (`results.cold_estimates`) beside their cold full-profile timing, where that
+    """The pages' training-time ranges (`costs.cold_estimates`) beside their cold full-profile timing, where that
     timing ran today's profile and what the page publishes (else blank: an older run says nothing of today's).
     `nbt` is `notebooks(bench)` where the caller has it."""
     if nbt is None:

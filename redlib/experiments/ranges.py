@@ -309,9 +309,9 @@ def lrs_for(choice: LrChoice, setting: Setting, paper_lr: float) -> dict[str, fl
 
 
 def selection_tables(choice: LrChoice) -> dict[str, pd.DataFrame]:
-    """The result tables of a page's learning-rate choice: `lr_selection`, and `stage1_curves` (every stage-1 try's
-    validation loss per epoch: what a rule that stops the tries early would have seen)."""
-    return {"lr_selection": choice.table, "stage1_curves": choice.curves}
+    """The result tables of a page's learning-rate choice: `lr_selection`, and `lr_curves` (every try's validation
+    loss per epoch: what a rule that stops the tries early would have seen)."""
+    return {"lr_selection": choice.table, "lr_curves": choice.curves}
 
 
 def evaluate(r: RangeRun, subsets: dict[str, np.ndarray] | None = None) -> dict[str, pd.DataFrame]:

@@ -47,7 +47,7 @@ class LrChoice:
 
     lrs: dict[str, float] = field(default_factory=dict)  # kind -> lr ({}: the config's lr and head_lr)
     table: pd.DataFrame = field(default_factory=pd.DataFrame)  # one row per (kind, lr tried)
-    curves: pd.DataFrame = field(default_factory=pd.DataFrame)  # stage 1's validation loss per (lr, seed, epoch)
+    curves: pd.DataFrame = field(default_factory=pd.DataFrame)  # every try's validation loss per epoch
 
 
 def kinds(cfg: RedConfig) -> list[tuple[str, ...]]:
@@ -71,7 +71,7 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
         return LrChoice()
     chosen: dict[str, float] = {}
     base: Stages | None = None  # stage 1 at its chosen rate, with the features (after the first round)
-    rows, stage1_rows = [], []
+    rows, tried_rows = [], []
     for kinds_ in kinds(cfg):
         tried, seconds = [], {}
         for lrs in [{k: lr for k in kinds_} for lr in grid]:
@@ -82,15 +82,15 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
                 break
             tried += _attempt(cfg, (data, encoder, seed), others, store, base, chosen, edge, seconds)
         per = _per_rate(pd.DataFrame(tried))
-        stage1_rows += [r for r in tried if "curve" in r]
+        tried_rows += tried
         per["seconds"] = [seconds.get((f"{data.namespace}/{k}", lr), 0.0) for k, lr in zip(per["kind"], per["lr"])]
         chosen.update(_best(per))
         rows.append(per)
         if base is None:  # the encoder holds the last try's weights: load the chosen stage 1 (a cache hit) into it
             base = _stage1(cfg, data, encoder, store, seed, chosen["stage1"])
     table = pd.concat(rows, ignore_index=True)
-    curves = pd.DataFrame([{"lr": r["lr"], "seed": r["seed"], "epoch": e, "val loss": v}
-                           for r in stage1_rows for e, v in enumerate(r["curve"])])
+    curves = pd.DataFrame([{"stage kind": KIND_NAMES[r["kind"]], "stage": r["stage"], "lr": r["lr"], "seed": r["seed"],
+                            "epoch": e, "val loss": v} for r in tried_rows for e, v in enumerate(r["curve"])])
     table["chosen"] = [chosen[k] == lr for k, lr in zip(table["kind"], table["lr"])]
     table.insert(0, "stage kind", table.pop("kind").map(KIND_NAMES))
     return LrChoice({k: chosen[k] for r in kinds(cfg) for k in r}, table.assign(seed=seed), curves)
@@ -106,7 +106,7 @@ def _attempt(cfg: RedConfig, first: Seeded, others: tuple[Seeded, ...], store: S
         for data, encoder, seed in (first, *others):
             st = Stages(cfg, data, encoder, store, seed, lrs=lrs)
             st.base()
-            rows.append({"kind": "stage1", "lr": lrs["stage1"], "seed": seed, **st.epochs[-1], "curve": st.stage1_curve})
+            rows.append({"kind": "stage1", "lr": lrs["stage1"], "seed": seed, **st.epochs[-1], "curve": st.curves[-1]})
             if encoder is not first[1]:
                 encoder.release()  # its prefix states load again for its next try; one seed's at a time in memory
         # a try a worker trained (`speed/stage1_runs.py`) loads here: its seconds are the worker's
@@ -118,7 +118,7 @@ def _attempt(cfg: RedConfig, first: Seeded, others: tuple[Seeded, ...], store: S
         prefetch(st, jobs, {})
         for job in jobs:
             st.get(job)  # a job's inputs load first; its own stage is the last row added
-            rows.append({"kind": job[0], "lr": lrs[job[0]], "seed": first[2], **st.epochs[-1]})
+            rows.append({"kind": job[0], "lr": lrs[job[0]], "seed": first[2], **st.epochs[-1], "curve": st.curves[-1]})
     by_kind(store, seen, lrs, seconds)
     return rows
 
@@ -191,3 +191,27 @@ def found(prefix: str, cfg: RedConfig, table: pd.DataFrame | None) -> dict[str, 
             f"{prefix}_lr_grid": (", ".join(f"{v:g}" for v in grid) + extend) if grid
             else "no grid (head_lr_grid='none')",
             f"{prefix}_lr_edge": ", ".join(edge) or "no kind (every choice lies below the largest rate tried)"}
+
+
+def rung_rule(curves: pd.DataFrame, rung: int, keep: int | None = None, grid: list[float] | None = None) -> dict:
+    """Successive halving of one stage kind's rates, replayed on the full grid's curves (`LrChoice.curves`): every
+    try (a seed's or a domain's stage) runs `rung` epochs (one that early stopping ended sooner is complete), the
+    `keep` rates of the `grid` (None: the better half) with the lowest mean of the best validation loss so far go on to
+    the end, and the kept rate is theirs with the lowest mean final loss, the full grid's rule; where that is the
+    grid's largest, the rates the full grid tried above it run too. What it keeps, whether that is the full grid's
+    choice, and the epochs each rule trains."""
+    tries = ["lr", "seed", "stage"] if "stage" in curves else ["lr", "seed"]
+    by_try = curves.groupby(tries)["val loss"]
+    final, epochs = by_try.min().groupby("lr").mean(), by_try.size()
+    edge = max(grid or final.index)
+    grid = [lr for lr in final.index if lr in (grid or final.index)]
+    at_rung = curves[curves["epoch"] < rung].groupby(tries)["val loss"].min().groupby("lr").mean()[grid]
+    survivors = sorted(at_rung.nsmallest(keep or math.ceil(len(grid) / 2)).index)
+    above = [lr for lr in final.index if lr not in grid] if final[survivors].idxmin() == edge else []
+    kept = float(final[survivors + above].idxmin())
+    rule_epochs = sum(n if idx[0] in survivors + above else min(n, rung) if idx[0] in grid else 0
+                      for idx, n in epochs.items())
+    return {"rung (epochs)": rung, "rates kept": len(survivors), "survivors": ", ".join(f"{lr:g}" for lr in survivors),
+            "full grid's choice": f"{final.idxmin():g}", "the rule's choice": f"{kept:g}",
+            "same": kept == float(final.idxmin()), "epochs, full grid": int(epochs.sum()), "epochs, the rule": rule_epochs,
+            "saved": 1 - rule_epochs / epochs.sum()}

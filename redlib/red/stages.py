@@ -34,7 +34,9 @@ __all__ = ["Stages", "JOBS", "STAGE_KINDS", "PIPELINE_VERSION"]
 
 
 def _fit_meta(res) -> dict:
-    return {"best_epoch": res.best_epoch, "epochs_run": len(res.history)}
+    # every epoch's validation loss too: what a selection that stops its tries early would have seen
+    return {"best_epoch": res.best_epoch, "epochs_run": len(res.history),
+            "val_losses": [h["val_loss"] for h in res.history]}
 
 
 class _Probe(Exception):
@@ -54,6 +56,7 @@ class Stages:
         self.lrs = dict(lrs or {})  # stage kind -> learning rate; a kind not named: cfg.lr (stage 1) or cfg.head_lr
         self.seconds: dict[str, float] = {}
         self.epochs: list[dict] = []
+        self.curves: list[list[float]] = []  # per row of `epochs`: its validation loss per epoch ([]: an older entry)
         self.key = key or {"pipeline": PIPELINE_VERSION, **encoder.key(), "data": data.key}
         self.dim = dim or encoder.dim
         self.device = encoder.device if encoder is not None else torch.device("cpu")
@@ -108,8 +111,7 @@ class Stages:
         def train(_: nn.Module) -> dict:
             pick = cfg.base_rows(data.labels["train"], self.seed)
             res = fit(model, ce, (data.ids["train"][pick], data.labels["train"][pick]), val, tc)
-            # the kept state's loss (stage 1's rate is chosen on it) and every epoch's (what a shorter run would have seen)
-            return {**_fit_meta(res), "val_loss": res.best_val_loss, "val_losses": [h["val_loss"] for h in res.history]}
+            return {**_fit_meta(res), "val_loss": res.best_val_loss}  # the kept state's: stage 1's rate is chosen on it
 
         meta = self.store.module(self.kind("stage1"), self.key, nn.ModuleDict({"top": enc.trainable(), "head": head}),
                                  train)
@@ -118,7 +120,6 @@ class Stages:
             with torch.no_grad():
                 meta["val_loss"] = evaluate_loss(model, ce, val)
         self._epochs("stage 1", meta, tc, meta["val_loss"])
-        self.stage1_curve: list[float] = meta.get("val_losses", [])  # validation loss per epoch ([]: an older entry)
         self.head = head.requires_grad_(False)
         return self.head
 
@@ -158,6 +159,7 @@ class Stages:
     def _epochs(self, label: str, meta: dict, tc: TrainConfig, val_loss: float = float("nan")) -> None:
         self.epochs.append({"stage": label, "epochs run": meta.get("epochs_run"), "best epoch": meta.get("best_epoch"),
                             "max epochs": tc.max_epochs, "patience": tc.patience, "lr": tc.lr, "val loss": val_loss})
+        self.curves.append(list(meta.get("val_losses", [])))
 
     def cached(self, job: Job) -> bool:
         """Whether the job's cache entry exists (nothing is trained to find out)."""
