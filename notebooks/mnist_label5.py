@@ -59,6 +59,8 @@ backbone_patience = None  # early-stopping patience of stage 1 (the paper: 3): e
 head_lr = 0.001  # AdamW lr of every expert, router and residual with head_lr_grid "none" (the research code: 1e-3)
 head_lr_grid = None  # each stage kind's lr, stage 1 included, chosen on validation loss from these ("none": lr for stage 1, head_lr for the rest, the research code's); the smoke profile keeps those rates: on its 3-epoch runs the choice falls on validation losses' last bits, which differ between CPUs; None: the profile's value (smoke "none", full "0.0001,0.0003,0.001,0.003")
 head_lr_extend = 2  # a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 series), at most this many times (0: the grid only)
+lr_rung = 0  # successive halving of the grid: every try first trains this many epochs, then only each kind's lr_keep rates with the lowest validation loss go on to the end (0: every try runs to the end, the full grid)
+lr_keep = 2  # rates of each stage kind that go on after the rung (with lr_rung > 0)
 expert_hidden = 256  # hidden width of the classifier experts (0: a linear expert d -> C)
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
 rank_divisor = 4  # the residual rank is d / rank_divisor (here 128 / 4: rank 32)
@@ -121,7 +123,7 @@ for s in tqdm(cfg.seeds, desc="MNIST", disable=not progress_enabled()):
     run = mnist.run(cfg, s, data if s == cfg.seed else mnist.load(cfg, s), store, choice.lrs)
     tables.append(mnist.evaluate(run))
     first = first or run
-t = ranges.stack(tables) | {"lr_selection": choice.table}
+t = ranges.stack(tables) | ranges.selection_tables(choice)
 for name, df in t.items():
     results.table(name, df)
 

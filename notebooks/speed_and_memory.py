@@ -380,8 +380,8 @@ else:
 # analysis: the pages still run the full grid; every kind's row behind the click).
 
 # %% tags=["hide-input"]
-rungs = rung_checks(["task1_addition", "task2_mixed", "step_decomposition"], [(5, None), (10, None), (10, 1)],
-                    cfg.profile, cfg.results_dir)
+rungs = rung_checks(["task1_addition", "task2_mixed", "step_decomposition", "mnist_label5"],
+                    [(5, None), (10, None), (10, 1)], cfg.profile, cfg.results_dir)
 if len(rungs):
     results.table("rung_checks", rungs)
     display(plots.styled(rung_summary(rungs), precision=2, hide_index=True, caption="Successive halving of the "

@@ -184,3 +184,24 @@ def test_the_rung_rule_keeps_as_many_rates_as_asked_and_goes_above_the_grid_only
     assert one["epochs, the rule"] == 1 + 1 + 3 + 3
     inner = selection.rung_rule(df, 1, keep=1, grid=[0.1, 0.2, 0.4, 1.6])  # 1.6 never tried: 0.4 is no edge
     assert inner["the rule's choice"] == "0.4" and not inner["same"] and inner["epochs, the rule"] == 1 + 1 + 3
+
+
+def test_successive_halving_trains_the_survivors_to_the_end_and_chooses_what_its_replay_on_the_full_grid_chooses(
+        chosen):
+    cfg, data, enc, store, full = chosen
+    rung, keep = 2, 1
+    halved = selection.select(replace(cfg, lr_rung=rung, lr_keep=keep), data, enc, store, seed=0)
+    t = halved.table
+    for kind, rows in t.groupby("stage kind", sort=False):
+        on_grid = rows[rows["lr"].isin(cfg.lr_grid())]
+        assert on_grid["val loss"].notna().sum() == keep and on_grid[selection.RUNG_LOSS].notna().all()
+        # a rung try is the full try's first epochs: its loss is the best of the full curve's first `rung` epochs
+        curves = full.curves[full.curves["stage kind"] == kind]
+        early = curves[curves["epoch"] < rung].groupby(["lr", "stage"])["val loss"].min().groupby("lr").mean()
+        for lr, loss in zip(on_grid["lr"], on_grid[selection.RUNG_LOSS]):
+            assert loss == pytest.approx(early[lr], rel=1e-6)
+        # and the rule chooses what replaying it on the full grid's curves predicts
+        replay = selection.rung_rule(curves, rung, keep, cfg.lr_grid())
+        assert f"{halved.lrs[next(k for k, v in selection.KIND_NAMES.items() if v == kind)]:g}" == \
+            replay["the rule's choice"]
+    assert "dropped after the rung" in selection.summary(t)

@@ -1,10 +1,12 @@
 """A range page's stage-1 runs trained side by side in worker processes: a serial run's bits, each counted once."""
 
+import pandas as pd
 import pytest
 import torch
 
 from redlib.core.store import Store
 from redlib.experiments import ranges, task1
+from redlib.red import selection
 from redlib.red.clock import timed
 from redlib.speed import stage1_runs
 
@@ -55,7 +57,7 @@ def test_the_page_runs_are_every_setting_and_seed_at_its_rate():
     runs = stage1_runs.page_runs(cfg, choice)
     assert len(runs) == sum(len(cfg.seeds_for(st)) for st in cfg.settings)
     assert all(lr == (cfg.lr if st.stage1 == ranges.STAGE1_PAPER else 3e-4) for st, _, lr in runs)
-    assert [lr for *_, lr in stage1_runs.grid_runs(cfg)] == [lr for lr in cfg.lr_grid() for _ in cfg.seeds]  # every seed
+    assert [run[2] for run in stage1_runs.grid_runs(cfg)] == [lr for lr in cfg.lr_grid() for _ in cfg.seeds]  # every seed
 
 
 def test_overlap_shares_divide_each_moment_among_the_runs_then():
@@ -81,3 +83,40 @@ def test_the_prefix_size_is_known_before_it_is_computed(tiny_qwen, tmp_path):
     enc = stage1_runs.TextEncoder(ranges.backbone(cfg), texts, Store(tmp_path), cfg.NAMESPACE)
     size = enc.prefix_bytes
     assert size == enc.prefix.numel() * enc.prefix.element_size()
+
+
+def test_with_a_rung_the_workers_train_every_rung_then_only_the_survivors_and_the_page_chooses_as_a_serial_run(
+        tiny_qwen, tmp_path, monkeypatch):
+    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=3, n_seeds=2,
+                                        head_lr_grid="0.0001,0.01", lr_rung=1, lr_keep=1, splits_reported="iid",
+                                        stage1_paper_beside=False)
+    bb = ranges.backbone(cfg)
+    monkeypatch.setenv("REDLIB_WORKERS", "2")
+    side = Store(tmp_path / "side")
+    choice = stage1_runs.choose(cfg, bb, side)
+    # every rate's rung on both seeds, then the one survivor's full tries, all in the workers: the page trains none
+    made = [e for e in side.events if e["kind"].endswith("/stage1") and e["event"] == "computed"]
+    assert len(made) == 2 * 2 + 1 * 2
+    first = choice.table[choice.table["stage kind"] == selection.KIND_NAMES["stage1"]]
+    assert first["val loss"].notna().sum() == 1 and first[selection.RUNG_LOSS].notna().all()
+    monkeypatch.setenv("REDLIB_WORKERS", "1")
+    serial = ranges.choose(cfg, bb, Store(tmp_path / "serial"))
+    assert serial.lrs == choice.lrs
+    pd.testing.assert_frame_equal(serial.table.drop(columns="seconds"), choice.table.drop(columns="seconds"))
+
+
+def test_the_step_decomposition_trains_its_op_experts_stage_1_tries_side_by_side_and_the_page_loads_them(
+        tiny_qwen, tmp_path, monkeypatch):
+    from redlib.experiments import decomposition
+
+    cfg = decomposition.DecompositionConfig.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=2,
+                                                        n_seeds=2, head_lr_grid="0.0001,0.01")
+    bb, store = ranges.backbone(cfg), Store(tmp_path)
+    monkeypatch.setenv("REDLIB_WORKERS", "2")
+    stage1_runs.train_grid(cfg, bb, store)
+    made = [e for e in store.events if e["kind"] == f"{decomposition.NAMESPACE}/stage1"]
+    assert [e["event"] for e in made] == ["computed"] * 2 * 2  # every rate on every seed, on the single steps
+    seen = len(store.events)
+    monkeypatch.setenv("REDLIB_WORKERS", "1")
+    decomposition.choose(cfg, bb, store)
+    assert not [e for e in store.events[seen:] if e["kind"].endswith("/stage1") and e["event"] != "loaded"]

@@ -59,9 +59,11 @@ def accuracy_heatmap(table: pd.DataFrame, title: str, ax=None, fmt: str = ".2f",
     return ax.figure
 
 
-def legend_outside(ax, entries: int, title: str) -> None:
-    """The axes' legend below the data (none for a single entry, which the title already names)."""
-    if entries > 1:
+def legend_outside(ax, entries: int, title: str, right: bool = False) -> None:
+    """The axes' legend off the data, below it (or `right` of it), none for a single entry, which the title names."""
+    if entries > 1 and right:
+        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.0, 1.0), fontsize=LEGEND_PT, title=title, frameon=False)
+    elif entries > 1:
         sns.move_legend(ax, "upper center", bbox_to_anchor=(0.5, -0.12), ncols=min(entries, 5), fontsize=LEGEND_PT,
                         title=title, frameon=False)
     elif ax.get_legend():
@@ -84,10 +86,8 @@ def method_bars(overall: pd.DataFrame, title: str):
     sns.barplot(overall, x="method", y="accuracy", hue="run", errorbar="sd", ax=ax)
     ax.set(xlabel="", ylabel="test accuracy", ylim=(0, 1), title=title)
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
-    if overall["run"].nunique() > 1:
-        sns.move_legend(ax, "upper left", bbox_to_anchor=(1.0, 1.0), fontsize=LEGEND_PT, title="setting", frameon=False)
-    else:  # one setting: a legend of one entry says nothing the title cannot
-        ax.get_legend().remove()
+    legend_outside(ax, overall["run"].nunique(), "setting", right=True)
+    if overall["run"].nunique() == 1:  # one setting: the title names it
         ax.set_title(f"{title} ({overall['run'].iloc[0]})")
     fig.tight_layout()
     return fig

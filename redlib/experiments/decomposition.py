@@ -85,6 +85,10 @@ class DecompositionConfig(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
         return (f"step mix `{self.step_mix}`, {self.op_samples} training steps per operation, the decomposer trained "
                 f"on {self.tagger_samples} expressions for up to {self.tagger_epochs} epochs")
 
+    def stage1_data(self, seed: int, setting: Setting) -> tuple[str, dict[str, pd.DataFrame], dict, ranges.Domain]:
+        """Stage 1 here trains on the op experts' single steps (`_ops_data`), not on the programs."""
+        return (NAMESPACE, *_ops_data(self, seed, setting), OPS_DOMAIN)
+
     @property
     def runs_paper_lr(self) -> bool:
         """Whether the paper's head_lr runs as an extension beside the chosen rates (asked for, and not the main run

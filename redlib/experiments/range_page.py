@@ -35,7 +35,9 @@ def run_all(cfg: RangeTaskConfig, bb: Backbone, store: Store, title: str, evalua
 
 
 def run_decomposition(cfg: DecompositionConfig, bb: Backbone, store: Store) -> Tables:
-    """Every seed and setting of the step-decomposition page (op experts at the rates chosen on validation loss)."""
+    """Every seed and setting of the step-decomposition page (op experts at the rates chosen on validation loss; the
+    selection's stage-1 tries trained side by side first)."""
+    stage1_runs.train_grid(cfg, bb, store)
     choice = decomposition.choose(cfg, bb, store)
     tables = [decomposition.run(cfg, s, st, bb, store, choice.lrs) for st, s in ranges.every_run(cfg, "decomposition")]
     return ranges.stack(tables) | ranges.selection_tables(choice)

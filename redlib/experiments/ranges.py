@@ -136,6 +136,10 @@ class RangeTaskConfig:
             raise ParameterError(f"parameter 'k_trainable' must be in [0, {blocks}] for backbone {self.backbone!r} "
                                  f"({blocks} blocks), got {self.k_trainable}")
 
+    def stage1_data(self, seed: int, setting: Setting) -> tuple[str, dict[str, pd.DataFrame], dict, Domain]:
+        """What one stage-1 run of this page trains on: its cache namespace, sample frames, their key and domains."""
+        return (self.NAMESPACE, *self.frames(seed, setting), RANGES)
+
     @property
     def settings(self) -> list[Setting]:
         """Every (split, number format) measured: the claims' setting first, then the extensions."""

@@ -10,8 +10,12 @@ RED residuals, code experts, router, global head on all of train) are tried on t
 stage 4, which train on those modules. A kind whose best rate is the grid's largest might do better higher still, so
 it alone is tried at the next rate up (1e-2, then 3e-2), up to `head_lr_extend` times, by the same rule for every
 method; the grid starts at the paper's 1e-4 and no kind is tried below it. Test data play no part.
-`head_lr_grid="none"` keeps the config's rates (`lr` for stage 1, `head_lr` for the rest). Each try is an ordinary
-cached stage, so a chosen rate's run is never trained twice.
+With `lr_rung` > 0 the grid is halved successively: every try first trains `lr_rung` epochs (its own cache entry:
+the full try's first epochs, bit for bit), and only each kind's `lr_keep` rates with the lowest validation loss go on
+to the end, where the same rule chooses among them (`rung_rule` replays this on a full grid's recorded curves, to
+show whether it keeps the full grid's rate and what it saves). `head_lr_grid="none"` keeps the config's rates
+(`lr` for stage 1, `head_lr` for the rest). Each try is an ordinary cached stage, so a chosen rate's run is never
+trained twice.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from .types import RedConfig, TaskData
 # the kinds tried together; a later round trains on the modules an earlier round chose
 ROUNDS = (("stage1",), ("expert", "residual", "code", "router", "head_all"), ("gate", "joint", "code_gate"))
 PER_DOMAIN = ("expert", "residual", "code")
+RUNG_LOSS = "val loss after the rung"  # a selection table's column with lr_rung > 0
 KIND_NAMES = {"stage1": "stage 1 (encoder top + global head)", "expert": "classifier experts E_i",
               "residual": "RED residuals", "code": "code experts", "router": "router",
               "head_all": "global head on all of train", "gate": "softmax MoE gate", "joint": "RED stage 4 (joint)",
@@ -73,16 +78,25 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
     base: Stages | None = None  # stage 1 at its chosen rate, with the features (after the first round)
     rows, tried_rows = [], []
     for kinds_ in kinds(cfg):
-        tried, seconds = [], {}
-        for lrs in [{k: lr for k in kinds_} for lr in grid]:
-            tried += _attempt(cfg, (data, encoder, seed), others, store, base, chosen, lrs, seconds)
+        tried, seconds, on = [], {}, {k: grid for k in kinds_}  # on: the rates each kind is trained at to the end
+        if cfg.lr_rung:  # every rate a rung of epochs first; only each kind's lr_keep best go on
+            rung = []
+            for lrs in [{k: lr for k in kinds_} for lr in grid]:
+                rung += _attempt(cfg, (data, encoder, seed), others, store, base, chosen, lrs, seconds,
+                                 {k: cfg.lr_rung for k in kinds_})
+            at_rung = _per_rate(pd.DataFrame(rung))
+            on = survivors(at_rung, cfg.lr_keep)
+        for lrs in [{k: lr for k in kinds_ if lr in on[k]} for lr in grid]:
+            tried += _attempt(cfg, (data, encoder, seed), others, store, base, chosen, lrs, seconds) if lrs else []
         for _ in range(cfg.head_lr_extend):
-            edge = _edge(_per_rate(pd.DataFrame(tried)))
+            edge = _edge(_per_rate(pd.DataFrame(tried)), max(grid))
             if not edge:
                 break
             tried += _attempt(cfg, (data, encoder, seed), others, store, base, chosen, edge, seconds)
         per = _per_rate(pd.DataFrame(tried))
         tried_rows += tried
+        if cfg.lr_rung:
+            per = _with_rung(per, at_rung)
         per["seconds"] = [seconds.get((f"{data.namespace}/{k}", lr), 0.0) for k, lr in zip(per["kind"], per["lr"])]
         chosen.update(_best(per))
         rows.append(per)
@@ -96,17 +110,35 @@ def select(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed:
     return LrChoice({k: chosen[k] for r in kinds(cfg) for k in r}, table.assign(seed=seed), curves)
 
 
+def survivors(at_rung: pd.DataFrame, keep: int) -> dict[str, list[float]]:
+    """Each kind's `keep` rates with the lowest mean validation loss after the rung (`_per_rate` of the rung tries)."""
+    return {k: sorted(m.nsmallest(keep, "val loss")["lr"]) for k, m in at_rung.groupby("kind", sort=False)}
+
+
+def _with_rung(per: pd.DataFrame, at_rung: pd.DataFrame) -> pd.DataFrame:
+    """The rates tried to the end (`per`) with each one's validation loss after the rung, then the rates dropped
+    there (their rung's row, no final loss)."""
+    rung = at_rung.set_index(["kind", "lr"])
+    per = per.set_index(["kind", "lr"]).assign(**{RUNG_LOSS: rung["val loss"]})
+    dropped = rung.loc[rung.index.difference(per.index, sort=False)]
+    dropped = dropped.assign(**{RUNG_LOSS: dropped["val loss"], "val loss": float("nan"),
+                                "highest val loss of its stages": float("nan")})
+    return pd.concat([per, dropped]).reset_index()
+
+
 def _attempt(cfg: RedConfig, first: Seeded, others: tuple[Seeded, ...], store: Store, base: Stages | None,
-             chosen: dict[str, float], lrs: dict[str, float], seconds: dict) -> list[dict]:
-    """Train (or load) the stages of the kinds in `lrs`, each at its rate: stage 1 (`base` None) on the first seed and
-    the others, a later kind on `base` (stage 1 at its chosen rate, first seed); one row per stage with its
-    validation loss and seed, and their cost added to `seconds`."""
+             chosen: dict[str, float], lrs: dict[str, float], seconds: dict, caps: dict[str, int] | None = None
+             ) -> list[dict]:
+    """Train (or load) the stages of the kinds in `lrs`, each at its rate (and capped at `caps` epochs: a rung):
+    stage 1 (`base` None) on the first seed and the others, a later kind on `base` (stage 1 at its chosen rate, first
+    seed); one row per stage with its validation loss and seed, and their cost added to `seconds`."""
     seen, borrowed, rows = len(store.events), store.borrowed, []
     if base is None:
         for data, encoder, seed in (first, *others):
-            st = Stages(cfg, data, encoder, store, seed, lrs=lrs)
+            st = Stages(cfg, data, encoder, store, seed, lrs=lrs, caps=caps)
             st.base()
-            rows.append({"kind": "stage1", "lr": lrs["stage1"], "seed": seed, **st.epochs[-1], "curve": st.curves[-1]})
+            rows.append({"kind": "stage1", "lr": lrs["stage1"], "seed": seed, **st.epochs[-1],
+                         "curve": [] if caps else st.curves[-1]})  # a rung's curve is the start of the full try's
             if encoder is not first[1]:
                 encoder.release()  # its prefix states load again for its next try; one seed's at a time in memory
         # a try a worker trained (`speed/stage1_runs.py`) loads here: its seconds are the worker's
@@ -114,18 +146,20 @@ def _attempt(cfg: RedConfig, first: Seeded, others: tuple[Seeded, ...], store: S
         seconds[key] = seconds.get(key, 0.0) + store.borrowed - borrowed
     else:
         jobs = [(k, i) for k in lrs for i in (range(first[0].n_domains) if k in PER_DOMAIN else [None])]
-        st = base.fork({**chosen, **lrs})
+        st = base.fork({**chosen, **lrs}, caps)
         prefetch(st, jobs, {})
         for job in jobs:
             st.get(job)  # a job's inputs load first; its own stage is the last row added
-            rows.append({"kind": job[0], "lr": lrs[job[0]], "seed": first[2], **st.epochs[-1], "curve": st.curves[-1]})
+            rows.append({"kind": job[0], "lr": lrs[job[0]], "seed": first[2], **st.epochs[-1],
+                         "curve": [] if caps else st.curves[-1]})
     by_kind(store, seen, lrs, seconds)
     return rows
 
 
-def _edge(per: pd.DataFrame) -> dict[str, float]:
-    """The kinds whose best rate is the largest they were tried at, each with the next rate up (none above 1)."""
-    top = per.groupby("kind")["lr"].max()
+def _edge(per: pd.DataFrame, grid_top: float) -> dict[str, float]:
+    """The kinds whose best rate is the largest they were tried at (the grid's, a rate dropped at a rung included),
+    each with the next rate up (none above 1)."""
+    top = per.groupby("kind")["lr"].max().clip(lower=grid_top)
     return {k: next_rate(lr) for k, lr in _best(per).items() if lr == top[k] and next_rate(lr) <= 1}
 
 
@@ -171,6 +205,10 @@ def summary(table: pd.DataFrame) -> pd.DataFrame:
     loss = table.pivot_table(index="stage kind", columns="lr", values="val loss", sort=False)
     loss.columns = [f"val loss at {lr:g}" for lr in loss.columns]
     hit = table[table["chosen"]].assign(top=_largest_tried(table)).set_index("stage kind")
+    if RUNG_LOSS in table:  # successive halving: the rates each kind dropped after its rung
+        dropped = table[table["val loss"].isna()].groupby("stage kind", sort=False)["lr"]
+        loss["dropped after the rung"] = dropped.agg(lambda v: ", ".join(f"{x:g}" for x in sorted(v))).reindex(
+            loss.index).fillna("none")
     return loss.assign(**{"chosen lr": hit["lr"].map("{:g}".format) + hit["top"].map({True: " (the largest tried)",
                                                                                       False: ""}),
                           "epochs run at it (max)": hit["epochs run"],

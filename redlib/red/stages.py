@@ -12,7 +12,7 @@ cache in its usual order, so its modules, tables, epochs and cache keys are thos
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from typing import Callable
 
 import numpy as np
@@ -50,10 +50,12 @@ class Stages:
     """The stages of one seed, each loaded from the cache when already computed (see `pipeline`'s docstring)."""
 
     def __init__(self, cfg: RedConfig, data: TaskData, encoder: Encoder | None, store: Store, seed: int,
-                 key: dict | None = None, dim: int | None = None, lrs: dict[str, float] | None = None):
+                 key: dict | None = None, dim: int | None = None, lrs: dict[str, float] | None = None,
+                 caps: dict[str, int] | None = None):
         self.cfg, self.data, self.encoder, self.store, self.seed = cfg, data, encoder, store, seed
         kernels.configure()  # the matmul kernels a worker takes, whoever calls the pipeline (not only a page)
         self.lrs = dict(lrs or {})  # stage kind -> learning rate; a kind not named: cfg.lr (stage 1) or cfg.head_lr
+        self.caps = dict(caps or {})  # stage kind -> a lower epoch cap (a selection's rung tries; its own cache entry)
         self.seconds: dict[str, float] = {}
         self.epochs: list[dict] = []
         self.curves: list[list[float]] = []  # per row of `epochs`: its validation loss per epoch ([]: an older entry)
@@ -79,20 +81,31 @@ class Stages:
         modules trained at other rates is trained again, never loaded."""
         return {n: self.lr(n) for n in names}
 
-    def fork(self, lrs: dict[str, float]) -> "Stages":
-        """These stages after stage 1 (same head, features and keys), training the small stages at `lrs`."""
-        st = Stages(self.cfg, self.data, self.encoder, self.store, self.seed, self.key, self.dim, lrs)
+    def fork(self, lrs: dict[str, float], caps: dict[str, int] | None = None) -> "Stages":
+        """These stages after stage 1 (same head, features and keys), training the small stages at `lrs` (capped at
+        `caps` epochs)."""
+        st = Stages(self.cfg, self.data, self.encoder, self.store, self.seed, self.key, self.dim, lrs, caps)
         st.head, st.feats = self.head, self.feats
         return st
 
     def _stage1_settings(self) -> tuple[TrainConfig, dict]:
         """Stage 1's training settings and its cache key (the key of every later stage builds on it)."""
-        tc = self.cfg.stage1_config(self.seed, self.lr("stage1"))
+        tc = self._capped("stage1", self.cfg.stage1_config(self.seed, self.lr("stage1")))
         return tc, {**self.key, "fraction": self.cfg.backbone_fraction, "train": asdict(tc)}
 
     def stage1_key(self) -> dict:
         """Stage 1's cache key."""
         return self._stage1_settings()[1]
+
+    def _capped(self, name: str, tc: TrainConfig) -> TrainConfig:
+        """`tc` with the epoch cap `caps` sets for kind `name`, if lower."""
+        cap = self.caps.get(name)
+        return tc if cap is None or cap >= tc.max_epochs else replace(tc, max_epochs=cap)
+
+    def stage1_meta(self) -> dict | None:
+        """Stage 1's cache entry's record (epochs, validation loss), or None if not cached (nothing is loaded)."""
+        hit = self.store.load(self.kind("stage1"), self.stage1_key())
+        return None if hit is None else hit[1]
 
     def stage1_cached(self) -> bool:
         """Whether stage 1's cache entry exists (nothing is trained to find out)."""
@@ -134,7 +147,7 @@ class Stages:
     def train(self, name: str, label: str, model: nn.Module, loss, targets: dict[str, Tensor],
               sel: dict[str, Tensor] | None = None, **extra) -> nn.Module:
         """Train a small module on features (the rows `sel` of each split, or all) unless cached; then freeze it."""
-        feats, tc = self.feats, self.cfg.fit_config(self.seed, label, self.lr(name))
+        feats, tc = self.feats, self._capped(name, self.cfg.fit_config(self.seed, label, self.lr(name)))
         # the thread count is in the key: another count can split a sum differently, so it trains other bits
         key = {**self.key, "module": label, "train2": asdict(tc), "threads": parallel.STAGE_THREADS, **extra}
         if self.probing:

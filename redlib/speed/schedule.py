@@ -23,7 +23,7 @@ def prefetch(st: Stages, jobs: list[Job], after: dict[Job, list[Job]]) -> None:
     if not todo:
         return
     context = {"cfg": st.cfg, "data": st.data, "seed": st.seed, "key": st.key, "dim": st.dim, "head": st.head,
-               "root": str(st.store.root), "lrs": st.lrs}
+               "root": str(st.store.root), "lrs": st.lrs, "caps": st.caps}
     parallel.map_pieces(_train_job, context, todo, st.store, workers, f"seed {st.seed}: stages", after,
                         threads=parallel.STAGE_THREADS)
 
@@ -33,7 +33,7 @@ def _train_job(context: dict, job: Job, store: Store) -> None:
     (loading its inputs is not one)."""
     seen = len(store.events)  # a single job runs in the caller's own store
     st = Stages(context["cfg"], context["data"], None, store, context["seed"], context["key"], context["dim"],
-                context["lrs"])
+                context["lrs"], context["caps"])
     st.head = context["head"].requires_grad_(False)
     st.features()
     st.get(job)  # the features and the job's inputs load first; the job's own entry comes last

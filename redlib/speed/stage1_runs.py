@@ -21,6 +21,7 @@ from __future__ import annotations
 import time
 import warnings
 
+import pandas as pd
 import psutil
 import torch
 
@@ -29,22 +30,35 @@ from ..experiments import ranges
 from ..experiments.ranges import RangeTaskConfig, Setting
 from ..models.backbone import Backbone
 from ..red.encoders import TextEncoder
+from ..red import selection
 from ..red.selection import LrChoice
 from ..red.stages import Stages
 from . import parallel
 
-Stage1Run = tuple[Setting, int, float]  # a data setting, a seed, stage 1's learning rate
+# a data setting, a seed, stage 1's learning rate (and an epoch cap: a rung of the selection's successive halving)
+Stage1Run = tuple[Setting, int, float] | tuple[Setting, int, float, int | None]
 THREADS: int | None = None  # torch threads of each worker; None: the page's own count (a serial run's bits)
 # what a stage-1 worker holds besides its prefix states (torch, the backbone, the data, training): 1.2 GB measured in
 # Task 2's workers on the embedded backbone, rounded up
 WORKER_BYTES = 1.5 * 2**30
 
 
-def grid_runs(cfg: RangeTaskConfig) -> list[Stage1Run]:
-    """The stage-1 tries on the claims' setting at every rate of the grid, on every seed of the protocol (the
-    selection's first round)."""
+def grid_runs(cfg: RangeTaskConfig, cap: int | None = None, rates: list[float] | None = None) -> list[Stage1Run]:
+    """The stage-1 tries on the claims' setting at every rate of the grid (or `rates`), on every seed of the protocol
+    (the selection's first round), capped at `cap` epochs (a rung) or not."""
     main = cfg.settings[0]
-    return [(main, seed, lr) for lr in cfg.lr_grid() for seed in cfg.seeds_for(main)]
+    return [(main, seed, lr, cap) for lr in (cfg.lr_grid() if rates is None else rates) for seed in cfg.seeds_for(main)]
+
+
+def rung_survivors(cfg: RangeTaskConfig, bb: Backbone, store: Store) -> list[float]:
+    """Stage 1's rates that go on after the rung (`selection.survivors`, from the rung tries' cache entries), or the
+    whole grid where there is no rung or a rung try is not cached (the selection then trains it in the page)."""
+    runs, datasets = grid_runs(cfg, cfg.lr_rung) if cfg.lr_rung else [], {}
+    metas = [(run, _stages(cfg, run, bb, store, datasets).stage1_meta()) for run in runs]
+    if not runs or any(m is None for _, m in metas):
+        return cfg.lr_grid()
+    at_rung = pd.DataFrame([{"kind": "stage1", "lr": run[2], "val loss": m["val_loss"]} for run, m in metas])
+    return selection.survivors(at_rung.groupby(["kind", "lr"], sort=False, as_index=False).mean(), cfg.lr_keep)["stage1"]
 
 
 def page_runs(cfg: RangeTaskConfig, choice: LrChoice) -> list[Stage1Run]:
@@ -56,10 +70,18 @@ def page_runs(cfg: RangeTaskConfig, choice: LrChoice) -> list[Stage1Run]:
 def choose(cfg: RangeTaskConfig, bb: Backbone, store: Store) -> LrChoice:
     """`ranges.choose`, with the page's stage-1 runs trained side by side: the grid's tries before the choice, every
     (setting, seed) of the page after it; the page's loop then loads them."""
-    train_side_by_side(cfg, grid_runs(cfg), bb, store)
+    train_grid(cfg, bb, store)
     choice = ranges.choose(cfg, bb, store)
     train_side_by_side(cfg, page_runs(cfg, choice), bb, store)
     return choice
+
+
+def train_grid(cfg: RangeTaskConfig, bb: Backbone, store: Store) -> None:
+    """The selection's stage-1 tries side by side: with a rung (`lr_rung`), every rate's rung on every seed, then only
+    the survivors to the end; without, every rate to the end."""
+    if cfg.lr_rung:
+        train_side_by_side(cfg, grid_runs(cfg, cfg.lr_rung), bb, store)
+    train_side_by_side(cfg, grid_runs(cfg, rates=rung_survivors(cfg, bb, store)), bb, store)
 
 
 def train_side_by_side(cfg: RangeTaskConfig, runs: list[Stage1Run], bb: Backbone, store: Store) -> None:
@@ -107,14 +129,15 @@ def overlap_shares(spans: list[tuple[float, float]]) -> list[float]:
 def _stages(cfg: RangeTaskConfig, run: Stage1Run, bb: Backbone, store: Store,
             datasets: dict[tuple, tuple] | None = None) -> Stages:
     """The stages of one run (stage 1 at its rate) on its data set and encoder, made once per data set in `datasets`."""
-    setting, seed, lr = run
+    setting, seed, lr, cap = (*run, None)[:4]
     datasets = {} if datasets is None else datasets
     which = (setting.split, setting.number_format, seed)
     if which not in datasets:
-        data, texts = ranges.task_data(cfg.NAMESPACE, *cfg.frames(seed, setting))
-        datasets[which] = data, TextEncoder(bb, texts, store, cfg.NAMESPACE)
+        namespace, frames, key, domain = cfg.stage1_data(seed, setting)
+        data, texts = ranges.task_data(namespace, frames, key, domain)
+        datasets[which] = data, TextEncoder(bb, texts, store, namespace)
     data, enc = datasets[which]
-    return Stages(cfg, data, enc, store, seed, lrs={"stage1": lr})
+    return Stages(cfg, data, enc, store, seed, lrs={"stage1": lr}, caps={"stage1": cap} if cap else None)
 
 
 def _train(cfg: RangeTaskConfig, run: Stage1Run, store: Store) -> tuple[float, float]:
