@@ -123,7 +123,9 @@ def _with_rung(per: pd.DataFrame, at_rung: pd.DataFrame) -> pd.DataFrame:
     dropped = rung.loc[rung.index.difference(per.index, sort=False)]
     dropped = dropped.assign(**{RUNG_LOSS: dropped["val loss"], "val loss": float("nan"),
                                 "highest val loss of its stages": float("nan")})
-    return pd.concat([per, dropped]).reset_index()
+    order = {k: i for i, k in enumerate(at_rung["kind"].unique())}
+    both = pd.concat([per, dropped]).reset_index()
+    return both.sort_values(["kind", "lr"], key=lambda c: c.map(order) if c.name == "kind" else c, ignore_index=True)
 
 
 def _attempt(cfg: RedConfig, first: Seeded, others: tuple[Seeded, ...], store: Store, base: Stages | None,
