@@ -376,8 +376,9 @@ else:
 # or domains of the best validation loss so far) to the end, the choice among those by the full
 # grid's rule. Replayed on each page's recorded full grid (every try's validation loss per epoch),
 # for a rung of 5 or 10 epochs keeping the better half, and a rung of 10 keeping one rate: whether
-# each kind keeps the full grid's rate and the share of the selection's epochs it saves (an
-# analysis: the pages still run the full grid; every kind's row behind the click).
+# each kind keeps the full grid's rate and the share of the selection's epochs it saves (a rate that
+# goes on trains again from its start, so its rung counts twice). An analysis: the pages here ran
+# the full grid (`lr_rung` 0); every kind's row is behind the click.
 
 # %% tags=["hide-input"]
 rungs = rung_checks(["task1_addition", "task2_mixed", "step_decomposition", "mnist_label5"],

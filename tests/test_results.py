@@ -199,4 +199,4 @@ def test_the_rung_rule_is_replayed_on_a_page_s_recorded_curves_and_a_page_withou
     assert list(got["page"]) == ["toy_experiments"] * 2 and list(got["rates kept"]) == [1, 1]
     # one rate of two goes on: at epoch 1 that is 3e-4 (2 < 3), which the full grid (0.5 < 1.3) does not choose
     assert list(got["survivors"]) == ["0.0003", "0.0001"] and list(got["same"]) == [False, True]
-    assert list(got["epochs, the rule"]) == [2 * (4 + 1), 2 * (4 + 4)]
+    assert list(got["epochs, the rule"]) == [2 * 2 * 1 + 2 * 4, 2 * 2 * 4 + 2 * 4]  # the rungs, then the survivor

@@ -164,14 +164,15 @@ def test_the_rung_rule_keeps_the_better_half_and_counts_the_epochs_it_saves():
     df = pd.DataFrame(curves, columns=["lr", "seed", "epoch", "val loss"])
     early = selection.rung_rule(df, 2)  # at epoch 2: 0.1 (0.5) and 0.2 (1.5) go on, 0.3 (2.9) is dropped
     assert early["survivors"] == "0.1, 0.2" and early["the rule's choice"] == "0.2" and early["same"]
-    assert early["epochs, full grid"] == 2 * (6 + 6 + 2) and early["epochs, the rule"] == 2 * (6 + 6 + 2)
+    # every try's rung, then the survivors' full tries from scratch
+    assert early["epochs, full grid"] == 2 * (6 + 6 + 2) and early["epochs, the rule"] == 2 * (2 + 2 + 2) + 2 * (6 + 6)
     # 0.3 now ends at 0.6 after four epochs: at the rung it beats 0.2, the full grid's choice, which is dropped
     slow = df[df["lr"] != 0.3]
     slow = pd.concat([slow, pd.DataFrame([(0.3, s, e, v) for s in (0, 1) for e, v in enumerate([3.0, 0.6, 0.7, 0.8])],
                                          columns=df.columns)])
     late = selection.rung_rule(slow, 2)
     assert late["survivors"] == "0.1, 0.3" and late["full grid's choice"] == "0.2" and late["the rule's choice"] == "0.1"
-    assert not late["same"] and late["epochs, the rule"] == 2 * (6 + 2 + 4) and late["saved"] == pytest.approx(4 / 16)
+    assert not late["same"] and late["epochs, the rule"] == 2 * (2 + 2 + 2) + 2 * (6 + 4) and late["saved"] == 0
 
 
 def test_the_rung_rule_keeps_as_many_rates_as_asked_and_goes_above_the_grid_only_from_its_edge():
@@ -181,9 +182,9 @@ def test_the_rung_rule_keeps_as_many_rates_as_asked_and_goes_above_the_grid_only
                       columns=["lr", "seed", "epoch", "val loss"])
     one = selection.rung_rule(df, 1, keep=1, grid=[0.1, 0.2, 0.4])  # 0.8 lies above the grid
     assert one["survivors"] == "0.4" and one["the rule's choice"] == "0.8" and one["same"]  # from the edge, it goes on
-    assert one["epochs, the rule"] == 1 + 1 + 3 + 3
+    assert one["epochs, the rule"] == 3 * 1 + 3 + 3  # the rungs, the survivor's full try, the rate above
     inner = selection.rung_rule(df, 1, keep=1, grid=[0.1, 0.2, 0.4, 1.6])  # 1.6 never tried: 0.4 is no edge
-    assert inner["the rule's choice"] == "0.4" and not inner["same"] and inner["epochs, the rule"] == 1 + 1 + 3
+    assert inner["the rule's choice"] == "0.4" and not inner["same"] and inner["epochs, the rule"] == 3 * 1 + 3
 
 
 def test_successive_halving_trains_the_survivors_to_the_end_and_chooses_what_its_replay_on_the_full_grid_chooses(

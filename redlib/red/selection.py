@@ -249,8 +249,8 @@ def rung_rule(curves: pd.DataFrame, rung: int, keep: int | None = None, grid: li
     survivors = sorted(at_rung.nsmallest(keep or math.ceil(len(grid) / 2)).index)
     above = [lr for lr in final.index if lr not in grid] if final[survivors].idxmin() == edge else []
     kept = float(final[survivors + above].idxmin())
-    rule_epochs = sum(n if idx[0] in survivors + above else min(n, rung) if idx[0] in grid else 0
-                      for idx, n in epochs.items())
+    # a survivor's full try starts again from scratch (the rung's entry is its own): its rung epochs count twice
+    rule_epochs = sum(min(n, rung) * (idx[0] in grid) + n * (idx[0] in survivors + above) for idx, n in epochs.items())
     return {"rung (epochs)": rung, "rates kept": len(survivors), "survivors": ", ".join(f"{lr:g}" for lr in survivors),
             "full grid's choice": f"{final.idxmin():g}", "the rule's choice": f"{kept:g}",
             "same": kept == float(final.idxmin()), "epochs, full grid": int(epochs.sum()), "epochs, the rule": rule_epochs,
