@@ -377,8 +377,10 @@ else:
 # grid's rule. Replayed on each page's recorded full grid (every try's validation loss per epoch),
 # for a rung of 5 or 10 epochs keeping the better half, and a rung of 10 keeping one rate: whether
 # each kind keeps the full grid's rate and the share of the selection's epochs it saves (a rate that
-# goes on trains again from its start, so its rung counts twice). An analysis: the pages here ran
-# the full grid (`lr_rung` 0); every kind's row is behind the click.
+# goes on trains again from its start, so its rung counts twice). Replayed on the pages published
+# with the full grid (`lr_rung` 0); the full profile now halves at a rung of 5 epochs keeping two
+# rates (`lr_rung`, `lr_keep`), chosen on these replays, and a page published that way has no full
+# grid left to replay. Every kind's row is behind the click.
 
 # %% tags=["hide-input"]
 rungs = rung_checks(["task1_addition", "task2_mixed", "step_decomposition", "mnist_label5"],

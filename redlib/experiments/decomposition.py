@@ -60,11 +60,11 @@ class DecompositionConfig(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
 
     NOTEBOOK: ClassVar[str] = "step_decomposition"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
+        "smoke": {"lr_rung": 0, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
                   "backbone_patience": 3, "split_seeds": 1, "op_samples": 1000, "tagger_epochs": 3,
                   "tagger_samples": 2000, "splits_reported": "iid,isolated", "digits_variant_on": "none",
                   "stage1_paper_beside": False},
-        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
+        "full": {"lr_rung": 5, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
                  "backbone_patience": 10, "split_seeds": 1, "op_samples": 20_000, "tagger_epochs": 10,
                  "tagger_samples": 4000, "splits_reported": "iid,isolated", "digits_variant_on": "none",
                  "stage1_paper_beside": False},

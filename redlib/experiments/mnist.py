@@ -68,9 +68,9 @@ class MnistConfig(RedConfig):
     CODE_MOE: ClassVar[bool] = True
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {"judged_forms": FORMS}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"n_seeds": 1, "max_epochs": 3, "backbone_epochs": 3, "backbone_patience": 3,
+        "smoke": {"lr_rung": 0, "n_seeds": 1, "max_epochs": 3, "backbone_epochs": 3, "backbone_patience": 3,
                   "head_lr_grid": "none"},
-        "full": {"n_seeds": 5, "max_epochs": 150, "backbone_epochs": 150, "backbone_patience": 10,
+        "full": {"lr_rung": 5, "n_seeds": 5, "max_epochs": 150, "backbone_epochs": 150, "backbone_patience": 10,
                  "head_lr_grid": RedConfig.head_lr_grid},
     }
 

@@ -56,10 +56,10 @@ class Task2Config(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
     NAMESPACE: ClassVar[str] = NAMESPACE
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
+        "smoke": {"lr_rung": 0, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
                   "backbone_patience": 3, "split_seeds": 1, "splits_reported": "iid,isolated",
                   "digits_variant_on": "none", "stage1_paper_beside": True},
-        "full": {"n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
+        "full": {"lr_rung": 5, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
                  "backbone_patience": 10, "split_seeds": 1, "splits_reported": "iid,isolated",
                  "digits_variant_on": "none", "stage1_paper_beside": True},
     }

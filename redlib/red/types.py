@@ -94,9 +94,9 @@ class RedConfig(ExperimentConfig):
                                                            "rest, the paper's)")
     head_lr_extend: int = param(2, "a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 "
                                    "series), at most this many times (0: the grid only)")
-    lr_rung: int = param(0, "successive halving of the grid: every try first trains this many epochs, then only each "
-                            "kind's lr_keep rates with the lowest validation loss go on to the end (0: every try "
-                            "runs to the end, the full grid)")
+    lr_rung: int | None = param(None, "successive halving of the grid: every try first trains this many epochs, then "
+                                      "only each kind's lr_keep rates with the lowest validation loss go on to the "
+                                      "end (0: every try runs to the end, the full grid)")
     lr_keep: int = param(2, "rates of each stage kind that go on after the rung (with lr_rung > 0)")
     expert_hidden: int = param(256, "hidden width of the classifier experts (0: a linear expert d -> C)")
     router_hidden: int = param(256, "hidden width of the two-layer router (the paper: 256)")
@@ -107,7 +107,7 @@ class RedConfig(ExperimentConfig):
         super().check()
         optional = [n for n in ("backbone_patience",) if getattr(self, n) is not None]  # None: `patience`
         self.require_positive("backbone_epochs", "rank_divisor", "lr_keep", *optional)
-        if not 0 <= self.lr_rung <= MAX_EPOCHS:
+        if self.lr_rung is not None and not 0 <= self.lr_rung <= MAX_EPOCHS:
             raise ParameterError(f"parameter 'lr_rung' must be in [0, {MAX_EPOCHS}] (0: the full grid), got {self.lr_rung}")
         self.require_at_most(MAX_EPOCHS, "backbone_epochs", *optional)
         self.require_at_most(MAX_WIDTH, "expert_hidden", "router_hidden", "rank_divisor")
