@@ -371,24 +371,22 @@ else:
     display(Markdown("No page has chosen its learning rates yet."))
 
 # %% [markdown]
-# Most of a try's epochs come after its rate has shown what it is worth. Successive halving would
-# train every try only a rung of epochs, then only the best rates of the grid (by the mean over seeds
-# or domains of the best validation loss so far) to the end, the choice among those by the full
-# grid's rule. Replayed on each page's recorded full grid (every try's validation loss per epoch),
-# for a rung of 5 or 10 epochs keeping the better half, and a rung of 10 keeping one rate: whether
-# each kind keeps the full grid's rate and the share of the selection's epochs it saves (a rate that
-# goes on trains again from its start, so its rung counts twice). Replayed on the pages published
-# with the full grid (`lr_rung` 0); the full profile now halves at a rung of 5 epochs keeping two
-# rates (`lr_rung`, `lr_keep`), chosen on these replays, and a page published that way has no full
-# grid left to replay. Every kind's row is behind the click.
+# Successive halving trains every try a rung of epochs, then only each kind's best rates (mean
+# over seeds or domains of the best validation loss so far) to the end, choosing among those by the
+# full grid's rule; a rate that goes on starts again, so its rung counts twice. Replayed on each
+# page published with the full grid (`lr_rung` 0): whether each kind keeps the full grid's rate and
+# the selection epochs saved. The full profile now halves at a rung of 5 keeping two rates, chosen on
+# these replays (a page published that way has no full grid left to replay).
 
 # %% tags=["hide-input"]
 rungs = rung_checks(["task1_addition", "task2_mixed", "step_decomposition", "mnist_label5"],
                     [(5, None), (10, None), (10, 1)], cfg.profile, cfg.results_dir)
 if len(rungs):
     results.table("rung_checks", rungs)
-    display(plots.styled(rung_summary(rungs), precision=2, hide_index=True, caption="Successive halving of the "
-                         "rates, replayed on each page's full grid"))
+    summary = rung_summary(rungs)
+    display(plots.behind_click(plots.styled(summary, precision=2, hide_index=True, caption="Successive halving of "
+                                            "the rates, replayed on each page's full grid"),
+                               f"The replays: {rungs['page'].nunique()} pages' grids, {len(summary)} rows"))
     display(plots.behind_click(plots.styled(rungs, precision=2, hide_index=True, caption="Per stage kind"),
                                f"Every stage kind at every rule ({len(rungs)} rows)"))
 else:

@@ -102,11 +102,11 @@ def rung_summary(checks: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for (page, rung, keep), g in checks.groupby(["page", "rung (epochs)", "rates kept"], sort=False):
         one, rest = g[g["stage kind"] == KIND_NAMES["stage1"]], g[g["stage kind"] != KIND_NAMES["stage1"]]
-        rows.append({"page": page, "rung (epochs)": rung, "rates kept": keep,
-                     "stage 1: the full grid's rate": bool(one["same"].all()) if len(one) else None,
-                     "stage 1: epochs saved": 1 - one["epochs, the rule"].sum() / one["epochs, full grid"].sum()
+        rows.append({"page": page, "rule": f"rung {rung}, keep {keep}",
+                     "stage 1 keeps its rate": bool(one["same"].all()) if len(one) else None,
+                     "stage 1 epochs saved": 1 - one["epochs, the rule"].sum() / one["epochs, full grid"].sum()
                      if len(one) else float("nan"),
-                     "small kinds: the full grid's rate": f"{int(rest['same'].sum())}/{len(rest)}",
-                     "small kinds: epochs saved": 1 - rest["epochs, the rule"].sum() / rest["epochs, full grid"].sum()
+                     "small kinds keeping theirs": f"{int(rest['same'].sum())}/{len(rest)}",
+                     "their epochs saved": 1 - rest["epochs, the rule"].sum() / rest["epochs, full grid"].sum()
                      if len(rest) else float("nan")})
     return pd.DataFrame(rows)
