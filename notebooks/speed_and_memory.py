@@ -371,12 +371,10 @@ else:
     display(Markdown("No page has chosen its learning rates yet."))
 
 # %% [markdown]
-# Successive halving trains every try a rung of epochs, then only each kind's best rates (mean
-# over seeds or domains of the best validation loss so far) to the end, choosing among those by the
-# full grid's rule; a rate that goes on starts again, so its rung counts twice. Replayed on each
-# page published with the full grid (`lr_rung` 0): whether each kind keeps the full grid's rate and
-# the selection epochs saved. The full profile now halves at a rung of 5 keeping two rates, chosen on
-# these replays (a page published that way has no full grid left to replay).
+# Successive halving: every try a rung of epochs, then only each kind's best rates to the end (a
+# survivor starts again: its rung counts twice). Replayed on the pages run with the full grid, it
+# chose the full profile's rule (a rung of 5, two rates kept): does each kind keep its rate, and
+# what does it save?
 
 # %% tags=["hide-input"]
 rungs = rung_checks(["task1_addition", "task2_mixed", "step_decomposition", "mnist_label5"],

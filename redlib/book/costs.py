@@ -68,8 +68,7 @@ def rung_checks(pages: list[str], rungs: list[tuple[int, int | None]], profile: 
         grid = None if text == "none" else [float(v) for v in text.split(",")]
         if "stage kind" not in curves:  # a page that recorded stage 1's tries only
             curves = curves.assign(**{"stage kind": KIND_NAMES["stage1"], "stage": "stage 1"})
-        rows += [{"page": page, "stage kind": kind, **rung_rule(c, r, keep, grid),
-                  "commit": (res.provenance.get("git_commit") or "")[:7]}
+        rows += [{"page": page, "stage kind": kind, **rung_rule(c, r, keep, grid)}
                  for kind, c in curves.groupby("stage kind", sort=False) for r, keep in rungs]
     return pd.DataFrame(rows)
 
