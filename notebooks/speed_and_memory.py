@@ -371,10 +371,9 @@ else:
     display(Markdown("No page has chosen its learning rates yet."))
 
 # %% [markdown]
-# Successive halving: every try a rung of epochs, then only each kind's best rates to the end (a
-# survivor starts again: its rung counts twice). Replayed on the pages run with the full grid, it
-# chose the full profile's rule (a rung of 5, two rates kept): does each kind keep its rate, and
-# what does it save?
+# Successive halving (a rung of epochs for every try, then each kind's best rates to the end),
+# replayed on the pages run with the full grid, chose the full profile's rule (a rung of 5, two rates
+# kept): does each kind keep its rate, and what does it save?
 
 # %% tags=["hide-input"]
 rungs = rung_checks(["task1_addition", "task2_mixed", "step_decomposition", "mnist_label5"],
