@@ -29,8 +29,8 @@ from ..core.store import Store
 from ..experiments import ranges
 from ..experiments.ranges import RangeTaskConfig, Setting
 from ..models.backbone import Backbone
-from ..red.encoders import TextEncoder
 from ..red import selection
+from ..red.encoders import TextEncoder
 from ..red.selection import LrChoice
 from ..red.stages import Stages
 from . import parallel
