@@ -1,5 +1,7 @@
 """A range page's stage-1 runs trained side by side in worker processes: a serial run's bits, each counted once."""
 
+from dataclasses import replace
+
 import pandas as pd
 import pytest
 import torch
@@ -120,3 +122,10 @@ def test_the_step_decomposition_trains_its_op_experts_stage_1_tries_side_by_side
     monkeypatch.setenv("REDLIB_WORKERS", "1")
     decomposition.choose(cfg, bb, store)
     assert not [e for e in store.events[seen:] if e["kind"].endswith("/stage1") and e["event"] != "loaded"]
+
+
+def test_without_its_rungs_cached_no_rate_is_trained_to_the_end_beforehand(tiny_qwen, tmp_path):
+    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), lr_rung=1)
+    bb = ranges.backbone(cfg)
+    assert stage1_runs.rung_survivors(cfg, bb, Store(tmp_path)) == []  # the page's selection runs the rungs first
+    assert stage1_runs.rung_survivors(replace(cfg, lr_rung=0), bb, Store(tmp_path)) == cfg.lr_grid()

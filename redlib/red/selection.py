@@ -246,12 +246,14 @@ def rung_rule(curves: pd.DataFrame, rung: int, keep: int | None = None, grid: li
     edge = max(grid or final.index)
     grid = [lr for lr in final.index if lr in (grid or final.index)]
     at_rung = curves[curves["epoch"] < rung].groupby(tries)["val loss"].min().groupby("lr").mean()[grid]
-    survivors = sorted(at_rung.nsmallest(keep or math.ceil(len(grid) / 2)).index)
-    above = [lr for lr in final.index if lr not in grid] if final[survivors].idxmin() == edge else []
-    kept = float(final[survivors + above].idxmin())
+    # the selection's own ranking (`survivors`), on the rung losses the curves give
+    on = survivors(pd.DataFrame({"kind": "", "lr": at_rung.index, "val loss": at_rung.to_numpy()}),
+                   keep or math.ceil(len(grid) / 2))[""]
+    above = [lr for lr in final.index if lr not in grid] if final[on].idxmin() == edge else []
+    kept = float(final[on + above].idxmin())
     # a survivor's full try starts again from scratch (the rung's entry is its own): its rung epochs count twice
-    rule_epochs = sum(min(n, rung) * (idx[0] in grid) + n * (idx[0] in survivors + above) for idx, n in epochs.items())
-    return {"rung (epochs)": rung, "rates kept": len(survivors), "survivors": ", ".join(f"{lr:g}" for lr in survivors),
+    rule_epochs = sum(min(n, rung) * (idx[0] in grid) + n * (idx[0] in on + above) for idx, n in epochs.items())
+    return {"rung (epochs)": rung, "rates kept": len(on), "survivors": ", ".join(f"{lr:g}" for lr in on),
             "full grid's choice": f"{final.idxmin():g}", "the rule's choice": f"{kept:g}",
             "same": kept == float(final.idxmin()), "epochs, full grid": int(epochs.sum()), "epochs, the rule": rule_epochs,
             "saved": 1 - rule_epochs / epochs.sum()}

@@ -51,12 +51,15 @@ def grid_runs(cfg: RangeTaskConfig, cap: int | None = None, rates: list[float] |
 
 
 def rung_survivors(cfg: RangeTaskConfig, bb: Backbone, store: Store) -> list[float]:
-    """Stage 1's rates that go on after the rung (`selection.survivors`, from the rung tries' cache entries), or the
-    whole grid where there is no rung or a rung try is not cached (the selection then trains it in the page)."""
-    runs, datasets = grid_runs(cfg, cfg.lr_rung) if cfg.lr_rung else [], {}
-    metas = [(run, _stages(cfg, run, bb, store, datasets).stage1_meta()) for run in runs]
-    if not runs or any(m is None for _, m in metas):
+    """Stage 1's rates that go on after the rung (`selection.survivors`, from the rung tries' cache entries); the
+    whole grid without a rung; none where a rung try is not cached (the page's selection then trains it, and only
+    its own survivors to the end: no rate is trained to the end here before its rung is known)."""
+    if not cfg.lr_rung:
         return cfg.lr_grid()
+    runs, datasets = grid_runs(cfg, cfg.lr_rung), {}
+    metas = [(run, _stages(cfg, run, bb, store, datasets).stage1_meta()) for run in runs]
+    if any(m is None for _, m in metas):
+        return []
     at_rung = pd.DataFrame([{"kind": "stage1", "lr": run[2], "val loss": m["val_loss"]} for run, m in metas])
     return selection.survivors(at_rung.groupby(["kind", "lr"], sort=False, as_index=False).mean(), cfg.lr_keep)["stage1"]
 
