@@ -285,9 +285,9 @@ pages.glue_found(results, task1.found, cfg, t, beside="t1")
 # %% [markdown]
 # ## What we found
 #
-# - **RED against the baselines** (claims' setting, {glue:text}`t1_setting`): RED {glue:text}`t1_red:.3f`,
-#   softmax MoE {glue:text}`t1_moe:.3f`, global head {glue:text}`t1_global:.3f`, uniform averaging
-#   {glue:text}`t1_uniform:.3f` (paper: {glue:text}`t1_paper_red`, {glue:text}`t1_paper_moe`,
+# - **RED against the baselines** on the claims' setting, the {glue:text}`t1_setting`: RED
+#   {glue:text}`t1_red:.3f`, softmax MoE {glue:text}`t1_moe:.3f`, global head {glue:text}`t1_global:.3f`,
+#   uniform averaging {glue:text}`t1_uniform:.3f` (paper: {glue:text}`t1_paper_red`, {glue:text}`t1_paper_moe`,
 #   {glue:text}`t1_paper_global`, {glue:text}`t1_paper_uniform`). Ordering by paired seeds:
 #   {glue:text}`t1_ranking`; `t1.order` **{glue:text}`t1_v_t1_order`**.
 # - **Room to rank on iid** (its test re-asks questions seen in training): {glue:text}`t1_iid_ceiling`.

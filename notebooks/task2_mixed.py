@@ -218,7 +218,8 @@ pages.glue_found(results, task2.found, cfg, t, beside="t2")
 # %% [markdown]
 # ## What we found
 #
-# - **RED against the baselines** (claims' setting, {glue:text}`t2_setting`, step mix {glue:text}`t2_step_mix`):
+# - **RED against the baselines** on the claims' setting, the {glue:text}`t2_setting` with step mix
+#   {glue:text}`t2_step_mix`:
 #   RED {glue:text}`t2_red:.3f`, softmax MoE {glue:text}`t2_moe:.3f`, global head {glue:text}`t2_global:.3f`,
 #   uniform averaging {glue:text}`t2_uniform:.3f` (paper: {glue:text}`t2_paper_red`, {glue:text}`t2_paper_moe`,
 #   {glue:text}`t2_paper_global`, {glue:text}`t2_paper_uniform`). Ordering by paired seeds:
