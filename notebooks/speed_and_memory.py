@@ -324,7 +324,7 @@ elif bench:
 
 # %% tags=["hide-input"]
 if bench:
-    tt = report.targets(bench, nbt)
+    tt = report.targets(bench, nbt, est[est["page"] != "robustness_and_cost"])  # its own stages only
     results.table("targets", tt)
     colour = {"yes": "background-color: #c8e6c9", "no": "background-color: #ffcdd2"}
     display(plots.styled(tt, hide_index=True, caption="Targets on this machine").map(lambda v: colour.get(v, ""), subset=["met"]))

@@ -235,9 +235,9 @@ def with_cold_times(bench: dict | None, est: pd.DataFrame, nbt: pd.DataFrame | N
     return est.assign(**{"cold, timed, min": [today.get(p, float("nan")) for p in est["page"]]})
 
 
-def targets(bench: dict, nbs: pd.DataFrame | None = None) -> pd.DataFrame:
+def targets(bench: dict, nbs: pd.DataFrame | None = None, est: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every target the bench judges (cache speed-ups at the pipeline's batch, book, each page budget, memory, test
-    command); `nbs` is `notebooks(bench)` where the caller has it."""
+    command); `nbs` is `notebooks(bench)` where the caller has it, `est` the published runs' `cold_estimates`."""
     goals, rows = bench["targets"], []
     if "prefix_cache" in bench:
         pc = bench["prefix_cache"]
@@ -258,7 +258,7 @@ def targets(bench: dict, nbs: pd.DataFrame | None = None) -> pd.DataFrame:
         rows.append(target(f"whole full-profile book ({how})", full["total_seconds"] / 60,
                            BOOK_MINUTES, False, "min", cause=book_cause(per_nb)))
     nbs = notebooks(bench) if nbs is None else nbs
-    rows += page_budgets(bench)
+    rows += page_budgets(bench, est)
     if len(nbs):
         peak = nbs["with workers MiB"].fillna(nbs["kernel peak MiB"])  # kernel alone: older runs
         rows.append(target("peak memory of any notebook (kernel and workers; kernel alone where not recorded)",
@@ -269,9 +269,10 @@ def targets(bench: dict, nbs: pd.DataFrame | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def page_budgets(bench: dict) -> list[dict]:
+def page_budgets(bench: dict, est: pd.DataFrame | None = None) -> list[dict]:
     """Each page budget of the registry against the pages' last cold full-profile times (a budget some of whose pages
-    were never timed is left out; one timed with an older profile says so)."""
+    were never timed is left out; one timed with an older profile says so and, where `est` (`cold_estimates`) has
+    the page, what today's published run implies)."""
     per_nb = bench.get("notebooks", {}).get("full", {}).get("per_notebook", {})
     rows = []
     for b in BUDGETS:
@@ -285,9 +286,20 @@ def page_budgets(bench: dict) -> list[dict]:
         if serial > b.minutes:
             cause += (f"; stage 1 alone, which no small-stage worker shortens, takes {serial:.1f} min, more than "
                       f"the budget: only a lighter protocol (fewer runs, samples or epochs) meets it")
+        cause += "".join(implied(p, est) for p in stale)
         rows.append(target(what, sum(per_nb[p]["wall_seconds"] for p in b.pages) / 60, b.minutes, False, "min",
                            cause=cause))
     return rows
+
+
+def implied(page: str, est: pd.DataFrame | None) -> str:
+    """What a page's published run implies of its cold time (a `cold_estimates` row), for a timing that is stale."""
+    row = est[est["page"] == page] if est is not None else []
+    if not len(row):
+        return ""
+    r = row.iloc[0]
+    return (f"; the published run of {page} (at {r['commit']}) implies {r['low: all busy, min']:.0f}-"
+            f"{r['high: stage 1 apart, min']:.0f} min of training, stage 1 {r['stage 1 min']:.0f} min of it")
 
 
 def book_cause(per_nb: dict[str, dict], shown: int = 4) -> str:
