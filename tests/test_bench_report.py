@@ -137,13 +137,12 @@ def test_a_stale_budget_names_what_the_published_run_implies():
     est = pd.DataFrame([{"page": "mnist_label5", "stage 1 min": 4.0, "low: all busy, min": 2.0,
                          "high: stage 1 apart, min": 5.5, "commit": "abc1234"}])
     (row,) = report.page_budgets(bench, est)
-    assert row[report.WHERE].endswith("; the published run of mnist_label5 (at abc1234) implies 2-6 min of training, "
-                                      "stage 1 4 min of it")
+    assert row[report.WHERE].endswith("; mnist_label5 as published (abc1234): 2-6 min, stage 1 4")
     (current,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": {
         **timing, "parameters": now}}}}}, est)  # a timing of today's profile needs no estimate beside it
-    assert "implies" not in current[report.WHERE]
+    assert "as published" not in current[report.WHERE]
     (none,) = report.page_budgets(bench, est[est["page"] != "mnist_label5"])
-    assert "implies" not in none[report.WHERE]
+    assert "as published" not in none[report.WHERE]
 
 
 def test_a_missed_budget_says_where_its_time_goes():

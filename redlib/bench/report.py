@@ -298,8 +298,8 @@ def implied(page: str, est: pd.DataFrame | None) -> str:
     if not len(row):
         return ""
     r = row.iloc[0]
-    return (f"; the published run of {page} (at {r['commit']}) implies {r['low: all busy, min']:.0f}-"
-            f"{r['high: stage 1 apart, min']:.0f} min of training, stage 1 {r['stage 1 min']:.0f} min of it")
+    return (f"; {page} as published ({r['commit']}): {r['low: all busy, min']:.0f}-"
+            f"{r['high: stage 1 apart, min']:.0f} min, stage 1 {r['stage 1 min']:.0f}")
 
 
 def book_cause(per_nb: dict[str, dict], shown: int = 4) -> str:
