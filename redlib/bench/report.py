@@ -284,8 +284,7 @@ def page_budgets(bench: dict, est: pd.DataFrame | None = None) -> list[dict]:
         cause = "; ".join(where_time_goes(p, per_nb[p]) for p in b.pages)
         serial = sum(serial_stage_seconds(per_nb[p]) for p in b.pages) / 60
         if serial > b.minutes:
-            cause += (f"; stage 1 alone, which no small-stage worker shortens, takes {serial:.1f} min, more than "
-                      f"the budget: only a lighter protocol (fewer runs, samples or epochs) meets it")
+            cause += f"; stage 1 alone (no worker shortens it) takes {serial:.1f} min, over the budget"
         cause += "".join(implied(p, est) for p in stale)
         rows.append(target(what, sum(per_nb[p]["wall_seconds"] for p in b.pages) / 60, b.minutes, False, "min",
                            cause=cause))
