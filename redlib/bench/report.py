@@ -272,7 +272,7 @@ def targets(bench: dict, nbs: pd.DataFrame | None = None, est: pd.DataFrame | No
 def page_budgets(bench: dict, est: pd.DataFrame | None = None) -> list[dict]:
     """Each page budget of the registry against the pages' last cold full-profile times (a budget some of whose pages
     were never timed is left out; one timed with an older profile says so and, where `est` (`cold_estimates`) has
-    the page, what today's published run implies)."""
+    the page, what that page's published run implies)."""
     per_nb = bench.get("notebooks", {}).get("full", {}).get("per_notebook", {})
     rows = []
     for b in BUDGETS:
