@@ -292,11 +292,11 @@ if bench:
 
 # %% tags=["hide-input"]
 est = report.with_cold_times(bench, cold_estimates(list(pages.NOTEBOOKS), cfg.profile, cfg.results_dir), nbt)
+own = est[est["page"] != "robustness_and_cost"]  # each page's own stages (robustness reuses other pages')
 if len(est):
     results.table("cold_estimates", est)
     display(plots.styled(est, precision=1, hide_index=True,
                          caption="Training time each published page implies, against its cold timing where one is today's"))
-    own = est[est["page"] != "robustness_and_cost"]
     glue_values({"sp_today_low": f"{own['low: all busy, min'].sum():.0f}", "sp_today_high": f"{own['high: stage 1 apart, min'].sum():.0f}",
                  "sp_today_serial": f"{own['stage 1 min'].sum():.0f}",
                  "sp_today_pages": ", ".join(f"{p} {lo:.0f}-{hi:.0f}" for p, lo, hi in
@@ -324,10 +324,8 @@ elif bench:
 
 # %% tags=["hide-input"]
 if bench:
-    # the budgets judge full-profile timings: beside a stale one, what the full page as published implies (its
-    # own stages: robustness_and_cost reuses other pages')
-    implied = est[est["page"] != "robustness_and_cost"] if cfg.profile == "full" else None
-    tt = report.targets(bench, nbt, implied)
+    # the budgets judge full-profile timings: beside a stale one, what the full page as published implies
+    tt = report.targets(bench, nbt, own if cfg.profile == "full" else None)
     results.table("targets", tt)
     colour = {"yes": "background-color: #c8e6c9", "no": "background-color: #ffcdd2"}
     display(plots.styled(tt, hide_index=True, caption="Targets on this machine").map(lambda v: colour.get(v, ""), subset=["met"]))
