@@ -101,12 +101,19 @@ parameters.this_run(cfg)
 plots.styled(task2.examples(cfg), hide_index=True, caption="Example expressions")
 
 # %% [markdown]
-# Sizes, distinct texts and symbolic forms, how much of test also appears in train, and the
-# samples per number of operations and per range, first seed:
+# Sizes, distinct texts and symbolic forms, and how much of test also appears in train, first seed:
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(task2.data_table(cfg), hide_index=True, caption="The data per setting and split")
+data_sizes, data_mix = task2.data_views(task2.data_table(cfg))
+plots.styled(data_sizes, hide_index=True, caption="The data per setting and split: sizes and overlap")
+
+# %% [markdown]
+# The samples per number of operations and per range of the answer, first seed:
+
+# %% tags=["hide-input"]
+# NBVAL_CHECK_OUTPUT
+plots.styled(data_mix, hide_index=True, caption="The data per setting and split: operations and ranges")
 
 # %% [markdown]
 # ## Stages

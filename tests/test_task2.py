@@ -63,6 +63,9 @@ def test_data_table_measures_the_train_test_overlap():
     table = task2.data_table(cfg).set_index(["run", "part"])
     iid, isolated = table.loc[("iid", "test")], table.loc[("isolated", "test")]
     assert isolated["test forms in train"] == "0.0%" and iid["test forms in train"] != "0.0%"
+    sizes, mix = task2.data_views(table.reset_index())  # two page-wide tables, every column in one of them
+    assert list(sizes.columns[:2]) == list(mix.columns[:2]) == ["run", "part"] and len(sizes) == len(mix) == len(table)
+    assert set(sizes.columns) | set(mix.columns) == set(table.reset_index().columns) and max(sizes.shape[1], mix.shape[1]) <= 9
     assert set(task2.examples(cfg)["phrasing"]) == set(PHRASINGS)
 
 

@@ -122,6 +122,12 @@ def data_table(cfg: Task2Config) -> pd.DataFrame:
     return pd.DataFrame(rows).fillna(0)
 
 
+def data_views(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """`data_table` as two page-wide tables: sizes and train/test overlap; samples per operation count and range."""
+    overlap = ["run", "part", "samples", "distinct texts", "distinct forms", "test texts in train", "test forms in train"]
+    return table[overlap], table[["run", "part", *(c for c in table.columns if c not in overlap)]]
+
+
 def examples(cfg: Task2Config, n_per_phrasing: int = 1) -> pd.DataFrame:
     """A few records of the first setting, one per phrasing: text, answer, range and program."""
     df = make_task2(spec_for(cfg, cfg.seed, cfg.settings[0]))["train"]
