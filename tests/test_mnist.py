@@ -3,12 +3,14 @@
 import gzip
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from redlib.core.config import ParameterError
 from redlib.core.store import Store
-from redlib.experiments import mnist
+from redlib.experiments import mnist, range_tables
 from redlib.red import methods
+from redlib.red.stages import Stages
 from redlib.tasks import mnist as data
 
 
@@ -88,6 +90,39 @@ def test_each_seed_tests_on_its_own_split_unless_one_is_fixed():
     assert len(a) == len(b) == 500 and not np.array_equal(x0, x1)
     fixed = mnist.MnistConfig.from_params(profile="smoke", split_seed=0)
     assert np.array_equal(mnist.load(fixed, 0)["test"][0], mnist.load(fixed, 4)["test"][0])
+
+
+def test_stage1_per_split_loads_the_protocols_own_runs_and_trains_the_crossed_ones(tmp_path):
+    """The diagonal (each seed on its own split) is the protocol's stage 1, loaded bit for bit; the rest is trained."""
+    cfg = mnist.MnistConfig.from_params(profile="smoke", n_seeds=2, backbone_epochs=1)
+    store = Store(tmp_path)
+    own = {}
+    for s in cfg.seeds:
+        st = Stages(cfg, *mnist.task(cfg, mnist.load(cfg, s), s), store, s, lrs={"stage1": 3e-3})
+        st.base()
+        own[s] = st.epochs[-1]["val loss"]
+    table = mnist.stage1_by_split(cfg, Store(tmp_path), {"stage1": 3e-3})
+    assert len(table) == 4 and set(table["split"]) == set(table["training seed"]) == set(cfg.seeds)
+    wide = range_tables.split_matrix(table)
+    assert all(wide.loc[s, s] == own[s] for s in cfg.seeds) and wide.notna().all().all()
+    fixed = mnist.MnistConfig.from_params(profile="smoke", n_seeds=2, backbone_epochs=1, split_seed=0)
+    assert set(mnist.stage1_by_split(fixed, Store(tmp_path), {"stage1": 3e-3})["split"]) == {0}  # one split
+
+
+def test_a_far_seed_is_told_apart_from_a_harder_split():
+    """The same rule per split: a column high for every seed is the split; a diagonal cell alone high is training."""
+    def table(cells):
+        return pd.DataFrame([{"training seed": s, "split": p, "val loss": v} for (s, p), v in cells.items()])
+
+    harder_split = {(s, p): (0.44 if p == 2 else 0.30) + 0.01 * s for s in range(3) for p in range(3)}
+    words = range_tables.far_cause_words(table(harder_split))
+    assert words.startswith("seed 2 (0.46): its split, not its training") and "no seed is far" in words
+    under_trained = {(s, p): 0.30 + 0.01 * p + (0.15 if s == 2 else 0) for s in range(3) for p in range(3)}
+    words = range_tables.far_cause_words(table(under_trained))
+    assert words.startswith("seed 2 (0.47): its training") and "3 of 9 runs are far" in words
+    agree = {(s, p): 0.30 + 0.01 * (s + p) for s in range(3) for p in range(3)}
+    assert range_tables.far_cause_words(table(agree)).startswith("no seed is far on its own split")
+    assert range_tables.far_cause_words(table({(0, 0): 0.3})) == "one seed: nothing to compare"
 
 
 def test_an_unreadable_data_dir_is_a_one_line_error(tmp_path, monkeypatch):

@@ -8,12 +8,13 @@ of the baselines, its tables and the `mn.*` claims.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 import torch
+from tqdm import tqdm
 
 from ..core import measure
 from ..core.claims import VALUE_TOL, load_claims, ranking, seeds_words, verdict_keys
@@ -21,12 +22,14 @@ from ..core.config import ParameterError, param
 from ..core.metrics import confusion
 from ..core.runtime import resolve_device
 from ..core.store import Store
+from ..core.train import progress_enabled
 from ..red import methods, selection
 from ..red.encoders import ImageEncoder
 from ..red.pipeline import RedConfig, RedRun, TaskData, balanced_subsample, run_red
 from ..red.selection import LrChoice
+from ..red.stages import Stages
 from ..tasks.mnist import DOMAIN_NAMES, N_CLASSES, Arrays, check_idx_dir, domain_of, splits, to_tensor
-from .range_tables import capped_stages, far_seeds_words, stage1_seeds
+from .range_tables import capped_stages, far_cause_words, far_seeds_words, stage1_seeds
 from .ranges import METHOD_KEYS, ORDER
 
 NAMESPACE = "mnist"
@@ -137,6 +140,22 @@ def run(cfg: MnistConfig, seed: int, data: dict[str, Arrays], store: Store,
     return run_red(cfg, *task(cfg, data, seed), store, seed, lrs)
 
 
+def stage1_by_split(cfg: MnistConfig, store: Store, lrs: dict[str, float]) -> pd.DataFrame:
+    """Stage 1 at its chosen rate for every training seed on every seed's split (the protocol's runs, the diagonal,
+    load): a seed far from the others is told apart from a harder split. One row per (training seed, split)."""
+    rows, parts = [], list(dict.fromkeys(cfg.split_for(s) for s in cfg.seeds))
+    for p, s in tqdm([(p, s) for p in parts for s in cfg.seeds], desc="stage 1 per split",
+                     disable=not progress_enabled()):
+        fixed = replace(cfg, split_seed=p)
+        data = load(fixed, p)
+        st = Stages(fixed, *task(fixed, data, s), store, s, lrs={"stage1": lrs.get("stage1", cfg.lr)})
+        st.base()
+        e = st.epochs[-1]
+        rows.append({"training seed": s, "split": p, "val loss": e["val loss"], "epochs run": e["epochs run"],
+                     "best epoch": e["best epoch"]})
+    return pd.DataFrame(rows)
+
+
 def evaluate(r: RedRun) -> dict[str, pd.DataFrame]:
     """Test scores of every method (and the code experts with equal weights), router accuracy, RED's mean routing
     weights per digit, epochs and seconds."""
@@ -226,4 +245,5 @@ def found(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_tra
         "mn_patience": cfg.patience, "mn_value_tol": VALUE_TOL,
         "mn_verdicts": ", ".join(f"{c} {verdict}" for c, verdict in v.items()), **verdict_keys("mn", v),
         "mn_stage1_far": far_seeds_words(stage1_seeds(t["epochs"])),
+        "mn_stage1_cause": far_cause_words(t["stage1_by_split"]) if "stage1_by_split" in t else "not measured",
     }

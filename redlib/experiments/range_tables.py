@@ -95,6 +95,38 @@ def far_seeds_words(table: pd.DataFrame) -> str:
                       for s, v in zip(far["seed"], far["val loss"])) or "no seed")
 
 
+def split_matrix(by_split: pd.DataFrame) -> pd.DataFrame:
+    """Stage 1's validation loss per training seed (rows) and data split (columns), from one row per pair."""
+    return by_split.pivot_table(index="training seed", columns="split", values="val loss")
+
+
+def same_split(by_split: pd.DataFrame) -> pd.DataFrame:
+    """Whether each (training seed, split) run is far from the other training seeds on that same split (the FAR
+    rule per column): far there is its training, not its data."""
+    wide = split_matrix(by_split)
+    return wide.gt(FAR_FACTOR * wide.median() + FAR_MARGIN)
+
+
+def far_cause_words(by_split: pd.DataFrame) -> str:
+    """For each training seed far from the others on its own split: whether the other seeds end as high on that
+    split (its split is harder) or not (its training stopped early); then whether any seed is far on a shared split."""
+    wide = split_matrix(by_split)
+    far_same, own = same_split(by_split), pd.Series({s: wide.loc[s, s] for s in wide.index if s in wide.columns})
+    if len(own) < 2:
+        return "one seed: nothing to compare"
+    words = []
+    for s in own.index[own > FAR_FACTOR * own.median() + FAR_MARGIN]:
+        col, row = wide[s].drop(s), wide.loc[s].drop(s)
+        cause = ("its training: on its split the other seeds end lower" if far_same.loc[s, s] else
+                 f"its split, not its training: on split {s} the other seeds end at {col.min():.3g}-{col.max():.3g}, "
+                 f"and seed {s} ends at {row.min():.3g}-{row.max():.3g} on the other splits")
+        words.append(f"seed {s} ({own[s]:.3g}): {cause}")
+    n_far = int(far_same.to_numpy().sum())
+    shared = (f"on a shared split, {n_far} of {far_same.size} runs are far from the other seeds" if n_far else
+              f"on a shared split, no seed is far from the others ({far_same.size} runs)")
+    return "; ".join([*words, shared]) if words else f"no seed is far on its own split; {shared}"
+
+
 def capped_stages(epochs: pd.DataFrame, by: tuple[str, ...] = ("run", "stage"), claims: pd.Series | None = None) -> str:
     """The stages still improving at their cap in some run, per setting, as 'stage runs-at-cap/runs' ('no stage'
     when none), then each capped run that is not already fit with its cause in words. `claims` marks the rows of the
