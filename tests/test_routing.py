@@ -125,6 +125,28 @@ def test_text_experiments_train_once_and_reload_the_same_weights(tok, tmp_path):
     assert ep3["stage"].str.endswith("expert").sum() == 4
 
 
+def test_the_converged_extension_stops_by_patience_and_leaves_the_papers_epochs_alone(tok, tmp_path):
+    """The protocol trains every epoch (patience = epochs: its cache keys unchanged); the extension, on the first
+    seed, stops after 3 epochs without a better validation loss, and each claim carries it beside the paper's."""
+    cfg = tiny(n_seeds=2, code_epochs=2, converge_cap=5, max_len=32)
+    assert cfg.adam("text", 0, 2, "x").patience == 2 and cfg.stop_patience is None
+    long = cfg.converged()
+    assert long.seeds == [cfg.seed] and long.adam("text", 0, long.code_epochs, "x").patience == ra.PAPER_PATIENCE
+    assert long.code_epochs == long.domain_moe_epochs == long.digit_epochs == 5
+    digits = {part: (x[:300], y[:300]) for part, (x, y) in ra.digit_data(cfg).items()}
+    ext = rr.converged_run(cfg, tok, digits, Store(tmp_path))
+    ep = ext["epochs"]
+    assert set(ep["experiment"]) == {"1", "2", "3"} and (ep["max epochs"] == 5).all() and (ep["patience"] == 3).all()
+    assert ((ep["epochs run"] == 5) | (ep["epochs run"] == ep["best epoch"] + 4)).all()  # the cap, or patience
+    assert rr.epochs_words(ep).startswith("exp 1 code expert ") and "still improving at the cap: " in rr.epochs_words(ep)
+    got = rr.with_converged(rr.claims(cfg, ext["code"], ext["contrast"], ext["match"], ext["code_first5"]), cfg, ext)
+    label = rr.converged_label(cfg)
+    assert all(label in e["extensions"] and len(e["extensions"][label]["per_seed"]) == 1 for e in got.values())
+    assert rr.with_converged({"ra.mnist07": {}}, cfg, None) == {"ra.mnist07": {}}
+    with pytest.raises(ParameterError, match="converge_cap"):
+        tiny(converge_cap=-1)
+
+
 def test_a_trained_digit_moe_beats_chance(tmp_path):
     cfg = tiny(digit_hidden=32)
     data = ra.digit_data(cfg)

@@ -9,7 +9,7 @@ measurements into tables, claims and findings.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any, ClassVar
 
 import numpy as np
@@ -78,6 +78,10 @@ class RoutingHeatmapsConfig(NotebookConfig):
     domain_embedding: str = param("random", "MoE embeddings: \"random\" or \"average\" of the pretrained experts' "
                                             "(the paper: either)")
     entropy_weight: float = param(0.01, "weight of the router entropy term in the second setting of experiment 3")
+    converge_cap: int | None = param(None, "extension, first seed: every phase trained until its validation loss "
+                                           "stops improving (patience 3), at most this many epochs; 0: not run")
+    stop_patience: int | None = param(None, "None: every epoch run (the paper's fixed epochs); or stop after this "
+                                            "many epochs without a better validation loss")
 
     NOTEBOOK: ClassVar[str] = "routing_heatmaps"
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {"domain_embedding": EMBEDDINGS}
@@ -85,11 +89,11 @@ class RoutingHeatmapsConfig(NotebookConfig):
         "smoke": {"n_seeds": 2, "eval_samples": 10, "code_samples": 40, "code_epochs": 1, "code_d_model": 32,
                   "code_heads": 2, "code_ff": 64, "digit_pretrain_epochs": 1, "digit_epochs": 2,
                   "domain_pretrain_samples": 20, "domain_moe_samples": 40, "domain_pretrain_epochs": 1,
-                  "domain_moe_epochs": 1, "domain_d_model": 32},
+                  "domain_moe_epochs": 1, "domain_d_model": 32, "converge_cap": 2},
         "full": {"n_seeds": 3, "eval_samples": 100, "code_samples": 500, "code_epochs": 5, "code_d_model": 128,
                  "code_heads": 4, "code_ff": 512, "digit_pretrain_epochs": 10, "digit_epochs": 15,
                  "domain_pretrain_samples": 300, "domain_moe_samples": 600, "domain_pretrain_epochs": 2,
-                 "domain_moe_epochs": 6, "domain_d_model": 128},
+                 "domain_moe_epochs": 6, "domain_d_model": 128, "converge_cap": 60},
     }
 
     def check(self) -> None:
@@ -101,7 +105,10 @@ class RoutingHeatmapsConfig(NotebookConfig):
                               "domain_heads", "domain_ff")
         self.require_at_most(MAX_SEEDS, "n_seeds")
         self.require_at_most(MAX_EPOCHS, "code_epochs", "digit_pretrain_epochs", "digit_epochs", "domain_pretrain_epochs",
-                             "domain_moe_epochs")
+                             "domain_moe_epochs", "converge_cap", "stop_patience")
+        if self.converge_cap < 0 or (self.stop_patience is not None and self.stop_patience < 1):
+            raise ParameterError(f"parameters 'converge_cap' (>= 0) and 'stop_patience' (>= 1 or None) got "
+                                 f"{self.converge_cap} and {self.stop_patience}")
         self.require_at_most(MAX_WIDTH, "max_len", "code_d_model", "code_heads", "code_ff", "digit_hidden",
                              "domain_d_model", "domain_heads", "domain_ff", "text_batch", "digit_batch")
         self.require_at_most(MAX_LAYERS, "code_layers", "domain_layers")
@@ -135,7 +142,14 @@ class RoutingHeatmapsConfig(NotebookConfig):
         `<which>_batch`, every epoch run and the best on validation kept."""
         lr, batch = getattr(self, f"{which}_lr"), getattr(self, f"{which}_batch")
         return TrainConfig(lr=lr, weight_decay=0.0, batch_size=batch, virtual_batch=batch, max_epochs=epochs,
-                           patience=epochs, seed=seed, desc=desc)
+                           patience=min(epochs, self.stop_patience or epochs), seed=seed, desc=desc)
+
+    def converged(self) -> "RoutingHeatmapsConfig":
+        """The extension's config: the first seed, every phase until its validation loss stops improving for
+        PAPER_PATIENCE epochs, at most `converge_cap` epochs."""
+        cap = self.converge_cap
+        return replace(self, n_seeds=1, stop_patience=PAPER_PATIENCE, code_epochs=cap, digit_pretrain_epochs=cap,
+                       digit_epochs=cap, domain_pretrain_epochs=cap, domain_moe_epochs=cap)
 
 
 @dataclass

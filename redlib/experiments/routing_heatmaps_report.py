@@ -7,7 +7,11 @@ import pandas as pd
 
 from ..core import measure
 from ..core.claims import listing, seeds_words, verdict_keys
-from .routing_heatmaps import TARGET_DIGITS, RoutingHeatmapsConfig
+from ..core.store import Store
+from ..core.train import still_improving
+from ..tasks import text_domains as td
+from . import routing_heatmaps as ra
+from .routing_heatmaps import PAPER_PATIENCE, TARGET_DIGITS, RoutingHeatmapsConfig
 
 MAJORITY = 0.5  # "most tokens": more than this share of a domain's tokens
 
@@ -100,6 +104,48 @@ def claims(cfg: RoutingHeatmapsConfig, code: pd.DataFrame, contrast: pd.DataFram
                                 _domain_claim(match[match["setting"] == setting_name(cfg.entropy_weight)])}
     out["ra.domain_match"] = judged
     return out
+
+
+def converged_label(cfg: RoutingHeatmapsConfig) -> str:
+    """The name of the extension that trains every phase until its validation loss stops improving."""
+    return f"trained until validation stops improving (first seed, patience {PAPER_PATIENCE}, cap {cfg.converge_cap})"
+
+
+def converged_run(cfg: RoutingHeatmapsConfig, tokenizer, digits: dict, store: Store) -> dict[str, pd.DataFrame]:
+    """The three experiments again under `cfg.converged()` (first seed): the tables the claims read and the epochs."""
+    long = cfg.converged()
+    s = long.seed
+    moe, c, ep1 = ra.code_experiment(long, s, tokenizer, store)
+    routes = ra.text_routing(moe, c).assign(seed=s)
+    digit_moe, ep2 = ra.digit_experiment(long, s, digits, store)
+    rows, acc = ra.digit_routing(digit_moe, digits)
+    moes, c3, ep3 = ra.domain_experiment(long, s, tokenizer, store)
+    domains = by_domain(pd.concat([ra.text_routing(m, c3).assign(seed=s, setting=setting_name(w))
+                                   for w, m in moes.items()], ignore_index=True))
+    return {"code": by_domain(routes), "code_first5": by_domain(routes, first=5),
+            "contrast": digit_contrast(rows.assign(seed=s), {s: acc}),
+            "match": matching(domains, td.EXPERIMENT_DOMAINS["domains"]),
+            "epochs": pd.concat([e.assign(experiment=x) for x, e in (("1", ep1), ("2", ep2), ("3", ep3))],
+                                ignore_index=True)}
+
+
+def with_converged(out: dict[str, dict], cfg: RoutingHeatmapsConfig, ext: dict[str, pd.DataFrame] | None
+                   ) -> dict[str, dict]:
+    """The claims with the converged run's measurement of each beside it as an extension (none when not run)."""
+    if ext is None:
+        return out
+    for cid, entry in claims(cfg, ext["code"], ext["contrast"], ext["match"], ext["code_first5"]).items():
+        entry.pop("extensions", None)
+        out[cid].setdefault("extensions", {})[converged_label(cfg)] = entry
+    return out
+
+
+def epochs_words(epochs: pd.DataFrame) -> str:
+    """'exp 1 code expert 12, exp 1 MoE 31, ...': epochs run per stage, and the stages still improving at the cap."""
+    capped = epochs[still_improving(epochs["best epoch"], epochs["max epochs"], PAPER_PATIENCE)]
+    runs = ", ".join(f"exp {x} {st} {int(n)}" for x, st, n in
+                     zip(epochs["experiment"], epochs["stage"], epochs["epochs run"]))
+    return f"{runs}; still improving at the cap: {', '.join(capped['stage']) or 'none'}"
 
 
 def setting_name(weight: float) -> str:
