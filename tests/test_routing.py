@@ -138,7 +138,7 @@ def test_the_converged_extension_stops_by_patience_and_leaves_the_papers_epochs_
     ep = ext["epochs"]
     assert set(ep["experiment"]) == {"1", "2", "3"} and (ep["max epochs"] == 5).all() and (ep["patience"] == 3).all()
     assert ((ep["epochs run"] == 5) | (ep["epochs run"] == ep["best epoch"] + 4)).all()  # the cap, or patience
-    assert rr.epochs_words(ep).startswith("exp 1 code expert ") and "still improving at the cap: " in rr.epochs_words(ep)
+    assert rr.epochs_words(ep).startswith("exp 1: code expert ") and "still improving at the cap: " in rr.epochs_words(ep)
     got = rr.with_converged(rr.claims(cfg, ext["code"], ext["contrast"], ext["match"], ext["code_first5"]), cfg, ext)
     label = rr.converged_label(cfg)
     assert all(label in e["extensions"] and len(e["extensions"][label]["per_seed"]) == 1 for e in got.values())

@@ -141,11 +141,13 @@ def with_converged(out: dict[str, dict], cfg: RoutingHeatmapsConfig, ext: dict[s
 
 
 def epochs_words(epochs: pd.DataFrame) -> str:
-    """'exp 1 code expert 12, exp 1 MoE 31, ...': epochs run per stage, and the stages still improving at the cap."""
-    capped = epochs[still_improving(epochs["best epoch"], epochs["max epochs"], PAPER_PATIENCE)]
-    runs = ", ".join(f"exp {x} {st} {int(n)}" for x, st, n in
-                     zip(epochs["experiment"], epochs["stage"], epochs["epochs run"]))
-    return f"{runs}; still improving at the cap: {', '.join(capped['stage']) or 'none'}"
+    """'exp 1: code expert 12, MoE 31; exp 2: ...': epochs run per stage, then the stages still improving at the cap."""
+    name = epochs["stage"].str.replace(r", (.*)$", r" (\1)", regex=True)  # "MoE, entropy weight 0" inside a list
+    capped = still_improving(epochs["best epoch"], epochs["max epochs"], PAPER_PATIENCE)
+    runs = "; ".join(f"exp {x}: " + ", ".join(f"{n} {int(r)}" for n, r in zip(name[g.index], g["epochs run"]))
+                     for x, g in epochs.groupby("experiment", sort=False))
+    at_cap = ", ".join(f"exp {x} {n}" for x, n in zip(epochs.loc[capped, "experiment"], name[capped]))
+    return f"{runs}; still improving at the cap: {at_cap or 'none'}"
 
 
 def setting_name(weight: float) -> str:
