@@ -143,12 +143,11 @@ def run(cfg: MnistConfig, seed: int, data: dict[str, Arrays], store: Store,
 def stage1_by_split(cfg: MnistConfig, store: Store, lrs: dict[str, float]) -> pd.DataFrame:
     """Stage 1 at its chosen rate for every training seed on every seed's split (the protocol's runs, the diagonal,
     load): a seed far from the others is told apart from a harder split. One row per (training seed, split)."""
-    rows, parts = [], list(dict.fromkeys(cfg.split_for(s) for s in cfg.seeds))
+    rows, parts = [], {p: replace(cfg, split_seed=p) for p in dict.fromkeys(cfg.split_for(s) for s in cfg.seeds)}
+    data = {p: load(fixed, p) for p, fixed in parts.items()}
     for p, s in tqdm([(p, s) for p in parts for s in cfg.seeds], desc="stage 1 per split",
                      disable=not progress_enabled()):
-        fixed = replace(cfg, split_seed=p)
-        data = load(fixed, p)
-        st = Stages(fixed, *task(fixed, data, s), store, s, lrs={"stage1": lrs.get("stage1", cfg.lr)})
+        st = Stages(parts[p], *task(parts[p], data[p], s), store, s, lrs={"stage1": lrs.get("stage1", cfg.lr)})
         st.base()
         e = st.epochs[-1]
         rows.append({"training seed": s, "split": p, "val loss": e["val loss"], "epochs run": e["epochs run"],
