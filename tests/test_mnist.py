@@ -116,10 +116,11 @@ def test_a_far_seed_is_told_apart_from_a_harder_split():
 
     harder_split = {(s, p): (0.44 if p == 2 else 0.30) + 0.01 * s for s in range(3) for p in range(3)}
     words = range_tables.far_cause_words(table(harder_split))
-    assert words.startswith("seed 2 (0.46): its split, not its training") and "no seed is far" in words
+    assert words.startswith("seed 2 (0.46): its split is harder: the other seeds end at 0.44-0.45") and "no run" in words
     under_trained = {(s, p): 0.30 + 0.01 * p + (0.15 if s == 2 else 0) for s in range(3) for p in range(3)}
     words = range_tables.far_cause_words(table(under_trained))
-    assert words.startswith("seed 2 (0.47): its training") and "3 of 9 runs are far" in words
+    assert words.startswith("seed 2 (0.47): far from the other seeds on its split too") and "3 of 9 runs far" in words
+    assert "seed 2 on split 0, 0.45" in words
     agree = {(s, p): 0.30 + 0.01 * (s + p) for s in range(3) for p in range(3)}
     assert range_tables.far_cause_words(table(agree)).startswith("no seed is far on its own split")
     assert range_tables.far_cause_words(table({(0, 0): 0.3})) == "one seed: nothing to compare"

@@ -108,22 +108,22 @@ def same_split(by_split: pd.DataFrame) -> pd.DataFrame:
 
 
 def far_cause_words(by_split: pd.DataFrame) -> str:
-    """For each training seed far from the others on its own split: whether the other seeds end as high on that
-    split (its split is harder) or not (its training stopped early); then whether any seed is far on a shared split."""
+    """For each training seed far from the others on its own split: whether it is also far from the other seeds on
+    that split (its training) or not (a harder split); then every run far from the other seeds on a shared split."""
     wide = split_matrix(by_split)
     far_same, own = same_split(by_split), pd.Series({s: wide.loc[s, s] for s in wide.index if s in wide.columns})
     if len(own) < 2:
         return "one seed: nothing to compare"
     words = []
     for s in own.index[own > FAR_FACTOR * own.median() + FAR_MARGIN]:
-        col, row = wide[s].drop(s), wide.loc[s].drop(s)
-        cause = ("its training: on its split the other seeds end lower" if far_same.loc[s, s] else
-                 f"its split, not its training: on split {s} the other seeds end at {col.min():.3g}-{col.max():.3g}, "
-                 f"and seed {s} ends at {row.min():.3g}-{row.max():.3g} on the other splits")
+        col = wide[s].drop(s)
+        cause = ("far from the other seeds on its split too: its training" if far_same.loc[s, s] else
+                 f"its split is harder: the other seeds end at {col.min():.3g}-{col.max():.3g} on it")
         words.append(f"seed {s} ({own[s]:.3g}): {cause}")
-    n_far = int(far_same.to_numpy().sum())
-    shared = (f"on a shared split, {n_far} of {far_same.size} runs are far from the other seeds" if n_far else
-              f"on a shared split, no seed is far from the others ({far_same.size} runs)")
+    far = [(s, p) for s in far_same.index for p in far_same.columns if far_same.loc[s, p]]
+    shared = (f"on a shared split, {len(far)} of {far_same.size} runs far from the other seeds ("
+              + ", ".join(f"seed {s} on split {p}, {wide.loc[s, p]:.3g}" for s, p in far) + ")" if far else
+              f"on a shared split, no run is far from the other seeds ({far_same.size} runs)")
     return "; ".join([*words, shared]) if words else f"no seed is far on its own split; {shared}"
 
 
