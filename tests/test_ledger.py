@@ -53,6 +53,7 @@ def test_every_claim_gets_a_row_and_a_verdict_by_rule(fake_results):
     assert df.loc["t2.red.acc", "ours"] == "not measured"
     assert df.loc["t1.red.acc", "measured on"] == "backbone embedded, split pairs"
     assert df.loc["t1.red.acc", "spread over seeds"] == "± 0.014 (2 seeds, each seed its own data)"  # sample sd
+    assert ledger._spread({"per_seed": [0.5], "notebook": "robustness_and_cost"}) == "one seed: no spread"
     assert df.loc["t1.global.acc", "miss"] == "below" and df.loc["t1.red.acc", "miss"] == ""
     assert (df["verdict"] != "").all()
 

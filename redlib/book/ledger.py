@@ -135,15 +135,15 @@ def page_of(group: str) -> str:
 
 def _spread(entry: dict[str, Any]) -> str:
     """'± sd (n seeds, what varies)': the standard deviation over seeds, to three decimals, and whether each seed
-    drew its own test data or all seeds shared one test split."""
+    drew its own test data or all seeds shared one test split ('one seed: no spread' for one seed)."""
     per_seed = entry.get("per_seed")
     if not per_seed or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in per_seed):
         return ""
-    sd = float(np.std(per_seed, ddof=1)) if len(per_seed) > 1 else 0.0  # the sample sd, as every page's tables
-    params = (entry.get("provenance") or {}).get("parameters", {})
     if len(per_seed) < 2:
-        what = "one seed"
-    elif entry.get("notebook") == "mnist_label5":
+        return "one seed: no spread"
+    sd = float(np.std(per_seed, ddof=1))  # the sample sd, as every page's tables
+    params = (entry.get("provenance") or {}).get("parameters", {})
+    if entry.get("notebook") == "mnist_label5":
         what = "one test split for all seeds" if params.get("split_seed") is not None else "each seed its own test split"
     else:
         what = SPREAD_DATA.get(entry.get("notebook", ""), "seeds")
