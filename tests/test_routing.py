@@ -143,6 +143,8 @@ def test_the_converged_extension_stops_by_patience_and_leaves_the_papers_epochs_
     label = rr.converged_label(cfg)
     assert all(label in e["extensions"] and len(e["extensions"][label]["per_seed"]) == 1 for e in got.values())
     assert rr.with_converged({"ra.mnist07": {}}, cfg, None) == {"ra.mnist07": {}}
+    first = rr.converged_first_seed(cfg, got)  # the same seed under both trainings, read by its own ordering
+    assert all(f"{cid} " in first for cid in got) and first.count("(paper's epochs: ") == 3
     with pytest.raises(ParameterError, match="converge_cap"):
         tiny(converge_cap=-1)
 

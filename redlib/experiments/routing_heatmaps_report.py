@@ -187,5 +187,17 @@ def found(cfg: RoutingHeatmapsConfig, measured: dict[str, dict], v: dict[str, st
         "ra_ratio_low": contrast["ratio"].min(), "ra_ratio_high": contrast["ratio"].max(),
         "ra_own_plain": listing(share[0.0]), "ra_own_entropy": listing(share[cfg.entropy_weight]),
         "ra_entropy_weight": f"{cfg.entropy_weight:g}", "ra_one_top": int(one_top.sum()), "ra_runs": len(one_top),
-        **verdict_keys("ra", v),
+        "ra_converged_first": converged_first_seed(cfg, measured), **verdict_keys("ra", v),
     }
+
+
+def converged_first_seed(cfg: RoutingHeatmapsConfig, measured: dict[str, dict]) -> str:
+    """Each claim on the first seed trained until validation stops improving, beside the same seed at the paper's
+    epochs: one seed has no spread, so the paired rule cannot rank it, but its own ordering can be read."""
+    label, words = converged_label(cfg), []
+    for cid, entry in measured.items():
+        ext = entry.get("extensions", {}).get(label)
+        if ext and ext.get("per_seed") and entry.get("per_seed"):
+            word = lambda ok: "holds" if ok else "does not hold"  # noqa: E731
+            words.append(f"{cid} {word(ext['per_seed'][0])} (paper's epochs: {word(entry['per_seed'][0])})")
+    return "; ".join(words) or "not run"
