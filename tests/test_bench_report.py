@@ -156,6 +156,10 @@ def test_a_missed_budget_says_where_its_time_goes():
         f"mnist_label5: {runs} runs of {wall / 60 / runs:.1f} min, largest stages mnist/stage1 50%, mnist/expert 20%")
     (met,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": {**timing, "wall_seconds": 60.0}}}}})
     assert met["met"] == "yes" and met[report.WHERE] == ""
+    (beside,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": {
+        **timing, "other_cpu_seconds": 0.5 * wall}}}}})  # timed while other processes took CPU: said, not hidden
+    assert beside[report.WHERE].endswith(f"; mnist_label5: other processes took {0.5 * wall:.0f} CPU-s while it ran "
+                                         "(its times read high)")
 
 
 def test_a_budget_that_stage_1_alone_exceeds_says_so_with_its_size():

@@ -272,7 +272,7 @@ def targets(bench: dict, nbs: pd.DataFrame | None = None, est: pd.DataFrame | No
 def page_budgets(bench: dict, est: pd.DataFrame | None = None) -> list[dict]:
     """Each page budget of the registry against the pages' last cold full-profile times (a budget some of whose pages
     were never timed is left out; one timed with an older profile says so and, where `est` (`cold_estimates`) has
-    the page, what that page's published run implies)."""
+    the page, what that page's published run implies; one timed beside other processes says how much CPU they took)."""
     per_nb = bench.get("notebooks", {}).get("full", {}).get("per_notebook", {})
     rows = []
     for b in BUDGETS:
@@ -286,6 +286,7 @@ def page_budgets(bench: dict, est: pd.DataFrame | None = None) -> list[dict]:
         if serial > b.minutes:
             cause += f"; stage 1 alone (no worker shortens it) takes {serial:.1f} min, over the budget"
         cause += "".join(implied(p, est) for p in stale)
+        cause += "".join(f"; {p}: {d} (its times read high)" for p in b.pages if (d := disturbed(per_nb[p])))
         rows.append(target(what, sum(per_nb[p]["wall_seconds"] for p in b.pages) / 60, b.minutes, False, "min",
                            cause=cause))
     return rows
