@@ -266,8 +266,9 @@ if bench:
             display(plots.styled(part, precision=1, hide_index=True, caption=f"Each notebook's cold run, {prof} profile"))
     retimed, superseded = report.retimings(bench)
     if len(retimed):
-        display(plots.styled(retimed, hide_index=True, caption="The re-timings behind these tables: pages timed apart from "
-                             "a whole bench run, latest first"))
+        display(plots.behind_click(plots.styled(retimed, hide_index=True, caption="The re-timings behind these tables: "
+                                                "pages timed apart from a whole bench run, latest first"),
+                                   f"The {len(retimed)} re-timings behind these tables (click to show)"))
         display(Markdown(f"{superseded} earlier re-timings were superseded; `results/bench/bench.json` keeps them "
                          "(`page_updates`)."))
     built = {p: b for p, b in bench["notebooks"].items() if b["book_build_seconds"] is not None}
