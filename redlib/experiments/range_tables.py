@@ -83,16 +83,20 @@ def stage1_seeds(epochs: pd.DataFrame, run: str | None = None) -> pd.DataFrame:
     mine = (epochs["run"] == run) if run is not None and "run" in epochs else True
     s1 = epochs[(epochs["stage"] == "stage 1") & mine]
     out = s1[["seed", "lr", "val loss", "epochs run", "best epoch", "max epochs"]].reset_index(drop=True)
-    median = float(out["val loss"].median())
-    return out.assign(**{"far from the other seeds": out["val loss"] > FAR_FACTOR * median + FAR_MARGIN})
+    return out.assign(**{"far from the other seeds": far(out["val loss"])})
+
+
+def far(losses: pd.Series) -> pd.Series:
+    """The far rule: which of these seeds' stage-1 validation losses lie above FAR_FACTOR x their median + FAR_MARGIN."""
+    return losses > FAR_FACTOR * losses.median() + FAR_MARGIN
 
 
 def far_seeds_words(table: pd.DataFrame) -> str:
     """'seed 1 (2.28 against the seeds' median 1.57)' for each stage 1 far from the others, or that none is."""
-    far = table[table["far from the other seeds"]]
+    flagged = table[table["far from the other seeds"]]
     median = table["val loss"].median()
     return ("; ".join(f"seed {int(s)} ({v:.3g} against the seeds' median {median:.3g})"
-                      for s, v in zip(far["seed"], far["val loss"])) or "no seed")
+                      for s, v in zip(flagged["seed"], flagged["val loss"])) or "no seed")
 
 
 def split_matrix(by_split: pd.DataFrame) -> pd.DataFrame:
@@ -100,29 +104,23 @@ def split_matrix(by_split: pd.DataFrame) -> pd.DataFrame:
     return by_split.pivot_table(index="training seed", columns="split", values="val loss")
 
 
-def same_split(by_split: pd.DataFrame) -> pd.DataFrame:
-    """Whether each (training seed, split) run is far from the other training seeds on that same split (the FAR
-    rule per column): far there is its training, not its data."""
-    wide = split_matrix(by_split)
-    return wide.gt(FAR_FACTOR * wide.median() + FAR_MARGIN)
-
-
 def far_cause_words(by_split: pd.DataFrame) -> str:
     """For each training seed far from the others on its own split: whether it is also far from the other seeds on
     that split (its training) or not (a harder split); then every run far from the other seeds on a shared split."""
     wide = split_matrix(by_split)
-    far_same, own = same_split(by_split), pd.Series({s: wide.loc[s, s] for s in wide.index if s in wide.columns})
+    far_same = wide.apply(far)  # the far rule per split: far there is a seed's training, not its data
+    own = pd.Series({s: wide.loc[s, s] for s in wide.index if s in wide.columns})
     if len(own) < 2:
         return "one seed: nothing to compare"
     words = []
-    for s in own.index[own > FAR_FACTOR * own.median() + FAR_MARGIN]:
+    for s in own.index[far(own)]:
         col = wide[s].drop(s)
         cause = ("far from the other seeds on its split too: its training" if far_same.loc[s, s] else
                  f"its split is harder: the other seeds end at {col.min():.3g}-{col.max():.3g} on it")
         words.append(f"seed {s} ({own[s]:.3g}): {cause}")
-    far = [(s, p) for s in far_same.index for p in far_same.columns if far_same.loc[s, p]]
-    shared = (f"on a shared split, {len(far)} of {far_same.size} runs far from the other seeds ("
-              + ", ".join(f"seed {s} on split {p}, {wide.loc[s, p]:.3g}" for s, p in far) + ")" if far else
+    far_runs = [(s, p) for s in far_same.index for p in far_same.columns if far_same.loc[s, p]]
+    shared = (f"on a shared split, {len(far_runs)} of {far_same.size} runs far from the other seeds ("
+              + ", ".join(f"seed {s} on split {p}, {wide.loc[s, p]:.3g}" for s, p in far_runs) + ")" if far_runs else
               f"on a shared split, no run is far from the other seeds ({far_same.size} runs)")
     return "; ".join([*words, shared]) if words else f"no seed is far on its own split; {shared}"
 

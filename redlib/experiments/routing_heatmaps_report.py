@@ -195,9 +195,9 @@ def converged_first_seed(cfg: RoutingHeatmapsConfig, measured: dict[str, dict]) 
     """Each claim on the first seed trained until validation stops improving, beside the same seed at the paper's
     epochs: one seed has no spread, so the paired rule cannot rank it, but its own ordering can be read."""
     label, words = converged_label(cfg), []
+    word = lambda ok: "holds" if ok else "does not hold"  # noqa: E731
     for cid, entry in measured.items():
         ext = entry.get("extensions", {}).get(label)
         if ext and ext.get("per_seed") and entry.get("per_seed"):
-            word = lambda ok: "holds" if ok else "does not hold"  # noqa: E731
             words.append(f"{cid} {word(ext['per_seed'][0])} (paper's epochs: {word(entry['per_seed'][0])})")
     return "; ".join(words) or "not run"
