@@ -324,9 +324,7 @@ glue_values({"ra_converged_epochs": rr.epochs_words(converged["epochs"]) if conv
 #   give none. `ra.domain_match` **{glue:text}`ra_v_ra_domain_match`** (judged without regularisation).
 # - **Trained until validation stops improving** (an extension, first seed; epochs run:
 #   {glue:text}`ra_converged_epochs`). On that seed, against the same seed at the paper's epochs:
-#   {glue:text}`ra_converged_first`. One seed has no spread, so the ledger's paired rule reads such an
-#   ordering as a tie (the extension table's "partly"); verdicts that move by that rule:
-#   {glue:text}`ra_converged_moved`.
+#   {glue:text}`ra_converged_first` (one seed has no spread: the extension table's paired rule reads a tie).
 
 # %% tags=["hide-input"]
 results.finish()
