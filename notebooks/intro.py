@@ -105,7 +105,9 @@ display(Markdown(":::{table} Each part of the paper: its page, its claims, and h
 # (or in the mean), **does not hold** otherwise; value claims use a tolerance of 0.05. **Untestable
 # here** marks a claim this setting cannot test (two methods tied at the 0.995 ceiling), **not
 # comparable** a quantity measured on other hardware and another backbone. Every spread is the
-# sample standard deviation over seeds (n - 1 in the denominator). A
+# sample standard deviation over seeds (n - 1 in the denominator). A page's peak memory is its kernel
+# and its workers together, sampled every 0.25 s during its last cold run (the Speed page; the cost
+# claim reads the same value). A
 # provenance box at the end of each page says which profile, seeds and commit produced it, and how
 # long it took.
 #

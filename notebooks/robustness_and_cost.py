@@ -75,6 +75,7 @@ from tqdm import tqdm
 
 from redlib.book import ledger, pages, parameters, plots
 from redlib.book.glue import glue_values
+from redlib.bench import report as bench_report
 from redlib.book.costs import published_costs
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled
@@ -137,6 +138,8 @@ t["method_cost"] = cost.method_cost(bb, src["task1"], 5, 99, int(t["parameter_co
 # recorded when they were trained)
 t["stage_times"] = published_costs(["toy_experiments", "task1_addition", "task2_mixed", "step_decomposition",
                                     "mnist_label5", "routing_heatmaps"], cfg.profile, cfg.results_dir)
+# and each page's peak memory in its last cold run (kernel and workers at once), the one the Speed page shows
+t["cold_peaks"] = bench_report.cold_peaks(cfg.profile).rename_axis("page").reset_index()
 for name, df in t.items():
     results.table(name, df)
 
@@ -229,12 +232,12 @@ plots.styled(t["method_cost"].set_index(["backbone", "method"]), precision=5, ca
 
 # %% [markdown]
 # What training each experiment page's stages cost on this machine, read from the page's own last run
-# (every cache entry keeps the seconds it took to train and the peak memory of the process that trained
-# it, so a run that loads its stages still reports what they cost): seconds per stage kind, their sum
-# (compute seconds, which overlap in wall time where workers train side by side), the runs (seeds x
-# settings) and a bound on the peak memory of the kernel and its workers (each process's peak, summed: the
-# Speed page samples the same quantity in cold runs, which a re-run from the cache cannot). A page whose
-# last run predates this record is left out; the wall times of cold runs are on the Speed page (click to show):
+# (every cache entry keeps the seconds it took to train, so a run that loads its stages still reports
+# what they cost): seconds per stage kind, their sum (compute seconds, which overlap in wall time where
+# workers train side by side) and the runs (seeds x settings). A page whose last run predates this record
+# is left out. Memory, like wall time, is a property of a cold run, which a re-run from the cache is not:
+# `eff.peak_memory` reads each page's peak from its last cold run on the Speed page (its kernel and
+# workers at once, the book's one peak-memory value). The stage seconds (click to show):
 
 # %% tags=["hide-input", "hide-output"]
 plots.styled(cost.time_table(t["stage_times"]), precision=1, caption="Training cost per page and stage kind, from each page's last run")

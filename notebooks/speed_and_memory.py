@@ -237,7 +237,8 @@ plots.styled(report.route_costs(path), caption="The routes to this book and thei
 # Each notebook executed by papermill, in book order, with an empty stage cache (a page that builds on
 # others' stages starts warm, from theirs), into a fresh results folder or, with `--publish`, as the
 # published run itself, then the strict HTML build;
-# the peak memory is the kernel's maximum resident set size, and with its workers where recorded. The
+# a page's peak memory is its kernel and workers together, sampled every 0.25 s (the book's one
+# peak-memory value; runs from before the workers were sampled show the kernel alone). The
 # smoke profile is timed over several such cold passes (median, min-max); the full profile once, as a
 # repetition costs as long again, so its times carry no spread. A page changed since the last whole
 # bench can be re-timed alone (`make bench BENCH_ARGS="--notebooks NAME"`): the `commit` column says
@@ -347,7 +348,7 @@ if len(history):
     runs.columns = [f"run {i + 1} ({c})" for i, c in enumerate(runs.columns)]
     runs = runs.rename(index={"full book min": "whole book cold, min (that run's profile)",
                               "test command min": "make test, min (that run's tests)",
-                              "peak memory GiB": "largest page kernel's peak, GiB (that run)"})
+                              "peak memory GiB": "largest page's peak, GiB (that run; kernel alone before workers were sampled)"})
     results.table("history", runs)
     display(plots.styled(runs, precision=2, caption="Headline numbers of every recorded full bench run"))
 else:

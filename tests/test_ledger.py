@@ -129,19 +129,6 @@ def test_changed_verdicts_are_listed_with_their_cause(tmp_path):
     assert ledger.changes(now, before, same_run)["cause"][1] == ledger.UNCHANGED_RUN_CAUSE
 
 
-def test_an_upper_bound_above_a_ceiling_is_inconclusive_not_a_failure():
-    """eff.peak_memory is a sum of per-process peaks: above 6.5 GB it cannot refute "< 6.5 GB", below it confirms."""
-    from redlib.core import measure
-
-    claim = {"kind": "bound", "paper": "< 6.5 GB"}
-    above = measure.bound([10.1], 0.0, 6.5, upper_bound=True)
-    assert ledger.verdict(claim, above) == "untestable here" and ledger.note(claim, above).startswith("inconclusive")
-    below = measure.bound([4.2], 0.0, 6.5, upper_bound=True)
-    assert ledger.verdict(claim, below) == "holds" and ledger.note(claim, below) == ""
-    measured = measure.bound([10.1], 0.0, 6.5)  # the quantity itself, not a bound of it: above the ceiling fails
-    assert ledger.verdict(claim, measured) == "does not hold"
-
-
 def test_the_verdicts_an_extension_would_change_are_named_with_both_verdicts():
     main = {"value": 0.99, "per_seed": [0.99, 0.99, 0.99], "run": "iid"}
     same, low = dict(main), {**main, "value": 0.05, "per_seed": [0.05, 0.05, 0.05]}

@@ -149,24 +149,22 @@ def test_method_cost_counts_every_module_each_method_trains():
 
 
 def test_costs_are_read_from_the_pages_own_runs_and_count_their_runs(tmp_path):
-    """eff.* read what the pages' runs recorded (their stages' training seconds and memory bound), never the bench;
-    a run from before stages kept their cost is left out rather than guessed."""
+    """eff.train_time reads what the pages' runs recorded (their stages' training seconds), never the bench; a run
+    from before stages kept their cost is left out rather than guessed."""
     from redlib.book.costs import published_costs
     from redlib.book.results import digests
 
-    def page(name: str, params: dict, by_kind: dict, peak: float, unknown: int = 0) -> None:
+    def page(name: str, params: dict, by_kind: dict, unknown: int = 0) -> None:
         d = tmp_path / "full" / name
         d.mkdir(parents=True)
         prov = {"parameters": params, "git_commit": "abc1234def", "started_at": "2026-11-23T00:00:00+00:00",
-                "stages": {"train_seconds_by_kind": by_kind, "stages_without_recorded_cost": unknown,
-                           "train_peak_rss_mb_upper_bound": peak}}
+                "stages": {"train_seconds_by_kind": by_kind, "stages_without_recorded_cost": unknown}}
         (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": prov, "sha256": digests(d, {})}))
 
     page("task1_addition", {"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs",
-                            "extension_seeds": 1}, {"task1/stage1": 600.0, "task1/expert": 300.0, "task1/router": 120.0},
-         2048.0)
-    page("mnist_label5", {"n_seeds": 5}, {"mnist/stage1": 30.0}, 1024.0)
-    page("task2_mixed", {"n_seeds": 3}, {"task2/stage1": 10.0}, 512.0, unknown=4)  # older run: left out
+                            "extension_seeds": 1}, {"task1/stage1": 600.0, "task1/expert": 300.0, "task1/router": 120.0})
+    page("mnist_label5", {"n_seeds": 5}, {"mnist/stage1": 30.0})
+    page("task2_mixed", {"n_seeds": 3}, {"task2/stage1": 10.0}, unknown=4)  # older run: left out
     times = published_costs(["task1_addition", "mnist_label5", "task2_mixed"], "full", tmp_path)
     assert dict(times.groupby("page")["runs"].first()) == {"mnist_label5": 5, "task1_addition": 5}
     assert cost.timed_runs({"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs"}) == 9
@@ -181,7 +179,7 @@ def test_costs_are_read_from_the_pages_own_runs_and_count_their_runs(tmp_path):
                        "MoE / RED expert parameters": 2.0},
                       {"backbone": "Qwen3-0.6B shape", "RED share of backbone": 0.005, "router share of compute": 1e-4,
                        "MoE / RED expert parameters": 0.5}])
-    claims = cost.claims(c, times, "embedded")
+    claims = cost.claims(c, times, pd.Series({"task1_addition": 2.0, "mnist_label5": 1.0}), "embedded")
     assert claims["eff.train_time"]["value"]["total_hours"] == pytest.approx(1020 / 5 / 3600)
     assert claims["eff.train_time"]["value"]["experts_minutes"] == pytest.approx(300 / 5 / 60)
     assert claims["eff.peak_memory"]["per_seed"] == [2.0] and claims["eff.peak_memory"]["bound"] == [0.0, 6.5]
@@ -221,7 +219,7 @@ def test_cold_estimates_bracket_a_page_by_its_recorded_stage_seconds(tmp_path):
     prov = {"parameters": {"n_seeds": 5}, "git_commit": "abc1234def", "started_at": "2026-11-23T00:00:00+00:00",
             "run_options": {"workers": 2},
             "stages": {"train_seconds_by_kind": {"mnist/stage1": 600.0, "mnist/expert": 1200.0},
-                       "stages_without_recorded_cost": 0, "train_peak_rss_mb_upper_bound": 1.0}}
+                       "stages_without_recorded_cost": 0}}
     (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": prov, "sha256": digests(d, {})}))
     est = cold_estimates(["mnist_label5", "task2_mixed"], "full", tmp_path)  # task2 has no run: left out
     assert list(est["page"]) == ["mnist_label5"]

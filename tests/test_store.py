@@ -122,13 +122,3 @@ def test_an_entry_keeps_what_it_cost_to_compute_and_a_load_reports_it(tmp_path):
     warm.tensors("t/stage", {"a": 1}, slow)
     assert warm.hits == 1 and warm.train_seconds()[0]["t/stage"] == pytest.approx(by_kind["t/stage"], abs=1e-3)
     assert warm.seconds == {}  # nothing was computed in the warm run
-
-
-def test_the_training_memory_bound_sums_only_the_processes_that_can_run_at_once(tmp_path):
-    """Entries made by many processes over several runs: the bound adds the largest peaks of a page and its workers
-    (no more run side by side), not every process that ever trained one."""
-    store = Store(tmp_path)
-    store.events = [{"kind": "k", "event": "loaded", "peak": [mb, pid]} for pid, mb in
-                    ((1, 500.0), (2, 300.0), (3, 900.0), (4, 100.0), (3, 700.0))]
-    assert store.train_peak_mb(3) == 900.0 + 500.0 + 300.0
-    assert store.train_peak_mb(1) == 900.0 and Store(tmp_path / "empty").train_peak_mb(3) is None

@@ -14,7 +14,7 @@ from .results import read
 
 def published_costs(pages: list[str], profile: str = "full", results_dir: str | os.PathLike = "results") -> pd.DataFrame:
     """What each page's stages cost to train, from its last run's provenance (seconds per stage kind, whether the
-    run trained them or loaded them; an upper bound on the training memory): the pages' own record, read one way."""
+    run trained them or loaded them): the pages' own record, read one way."""
     rows = []
     for page in pages:
         res = read(page, profile, results_dir)
@@ -25,7 +25,7 @@ def published_costs(pages: list[str], profile: str = "full", results_dir: str | 
         if st.get("stages_without_recorded_cost", 1) or "train_seconds_by_kind" not in st:
             continue  # a run before stages kept their cost: nothing honest to report
         rows += [{"page": page, "stage": kind.split("/")[-1], "seconds": s,
-                  "peak_rss_mb": st.get("train_peak_rss_mb_upper_bound"), "compute_seconds": sum(
+                  "compute_seconds": sum(
                       st["train_seconds_by_kind"].values()), "runs": timed_runs(p.get("parameters") or {}),
                   "git_commit": (p.get("git_commit") or "")[:7], "measured_at": p.get("started_at", "")}
                  for kind, s in st["train_seconds_by_kind"].items()]

@@ -4,7 +4,7 @@ This is the only place a measurement becomes a verdict: the ledger page and each
 both call `verdict`. Verdicts come from the claim's kind, every one judged seed by seed: `value` (each seed, and
 each number of a per-range or per-case claim, within a tolerance of the paper's number), `order` (each compared
 pair decided the claimed way by paired seeds, a difference inside their spread being a tie), `bound` (each seed
-inside the stated range). A claim the setting cannot test (a tie at the ceiling, an upper bound above a ceiling) is
+inside the stated range). A claim the setting cannot test (a tie at the ceiling) is
 "untestable here"; a quantity measured on other hardware and another backbone than the paper's is "not
 comparable" (our figure still shown); a claim no notebook measured yet is "not measured", never blank.
 """
@@ -76,8 +76,6 @@ def verdict(claim: dict[str, Any], entry: dict[str, Any] | None, tol: float = VA
         return order_verdict([bool(v) for v in per_seed], bool(entry.get("mean_holds", False)))
     if kind == "bound":
         bound = _bound(entry, paper)
-        if bound and inconclusive_ceiling(entry, bound):
-            return "untestable here"  # an upper bound above the ceiling: the real value may still be under it
         return bound_verdict(per_seed, *bound) if bound else "not measured"
     if isinstance(paper, (int, float)):
         return value_verdict(per_seed, float(paper), tol)
@@ -187,22 +185,13 @@ def miss(claim: dict[str, Any], entry: dict[str, Any], tol: float = VALUE_TOL) -
     return direction(_per_seed(entry), paper)
 
 
-def inconclusive_ceiling(entry: dict[str, Any], bound: tuple[float, float]) -> bool:
-    """A measurement that is only an upper bound of the quantity (`upper_bound: true`) lying above the claim's ceiling:
-    it can confirm "below the ceiling", never refute it."""
-    return bool(entry.get("upper_bound")) and any(float(v) > bound[1] for v in _per_seed(entry))
-
-
 def note(claim: dict[str, Any], entry: dict[str, Any], collected: dict[str, dict[str, Any]] | None = None) -> str:
     """What a verdict rests on when it is not plain: a quantity not comparable with the paper's, an order decided
     as a tie (the difference inside the spread of the seeds' paired differences), an order judged without paired
-    scores, an upper bound above a ceiling, or a setting whose test scores sit at the ceiling."""
+    scores, or a setting whose test scores sit at the ceiling."""
     words = []
     if claim.get("id") in NOT_COMPARABLE:
         words.append(f"not comparable: {NOT_COMPARABLE[claim['id']]}")
-    elif claim["kind"] == "bound" and (bound := _bound(entry, claim["paper"])) and inconclusive_ceiling(entry, bound):
-        words.append(f"inconclusive: {_fmt(entry.get('value'))} is an upper bound of the quantity, above the ceiling "
-                     f"{_fmt(bound[1])}; it cannot show the claim fails")
     elif claim["kind"] == "order" and entry.get("pairs"):
         words.append(paired_order_verdict(entry["pairs"])[1])
     elif claim["kind"] == "order":
@@ -250,7 +239,7 @@ REPUBLICATION_CAUSES = {
     "routing_heatmaps": "re-run (its protocol unchanged)",
     "robustness_and_cost": "re-measured on the re-run stages of Task 1, Task 2 and MNIST"}
 # the ledger's own rules, as causes of a changed verdict
-RULE_CAUSES = {"untestable here": "the ledger's rule: a tie at the ceiling, or an upper bound above it, cannot test "
+RULE_CAUSES = {"untestable here": "the ledger's rule: a tie at the ceiling cannot test "
                                   "the claim (counted apart, no longer as partly)",
                "not comparable": "the ledger's rule: our figure is measured on other hardware and another backbone"}
 UNCHANGED_RUN_CAUSE = ("the ledger's rules as they stand now (every claim judged seed by seed, element by element); "

@@ -162,8 +162,7 @@ class Results:
                        "computed_seconds_by_kind": {k: round(v, 2) for k, v in self.store.seconds.items()},
                        # what every stage this run used cost to train, loaded ones included (recorded in the entry)
                        "train_seconds_by_kind": {k: round(v, 2) for k, v in train_seconds.items()},
-                       "stages_without_recorded_cost": unknown,
-                       "train_peak_rss_mb_upper_bound": self.store.train_peak_mb(1 + worker_count())}
+                       "stages_without_recorded_cost": unknown}
             if self.store else None,
         }
 

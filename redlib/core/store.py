@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import resource
 import time
 import warnings
 from pathlib import Path
@@ -51,7 +50,6 @@ class Store:
         # {"kind", "event": loaded | computed | rebuilt, "why", "entry", "train_seconds"} per stage
         self.events: list[dict[str, Any]] = []
         self._header_seconds: float | None = None  # the compute seconds recorded in the entry last loaded
-        self._header_peak: tuple[float, int] | None = None  # and the peak memory (MiB) and pid of its process
         self._open: list[dict[str, Any]] = []  # computations in progress, outermost first
         self._unusable: dict[Path, str] = {}  # entries found unusable in this session, and why
         self._merged: set[str] = set()  # entries another process computed for this one (see `merge`)
@@ -90,7 +88,6 @@ class Store:
                                  else "it has no content checksum")
             meta = json.loads(header.get("meta", "{}"))
             self._header_seconds = float(header["train_seconds"]) if "train_seconds" in header else None
-            self._header_peak = (float(header["peak_rss_mb"]), int(header["pid"])) if "peak_rss_mb" in header else None
         except Exception as err:  # noqa: BLE001 - any unreadable entry is recomputed
             why = f"cache entry {path} is unusable ({err}); removing it and recomputing"
             warnings.warn(why, stacklevel=2)
@@ -107,9 +104,8 @@ class Store:
         _remove_orphaned_temporaries(path.parent)
         data = _writable(tensors)
         header = {"key": _canonical(config), "sha256": checksum(data), "meta": json.dumps(meta or {}, default=str)}
-        if train_seconds is not None:  # what computing it cost: seconds, and the peak memory of the process that did
-            header |= {"train_seconds": f"{train_seconds:.3f}", "pid": str(os.getpid()),
-                       "peak_rss_mb": f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.1f}"}
+        if train_seconds is not None:  # what computing it cost (a page's memory is sampled by its run: speed/usage.py)
+            header["train_seconds"] = f"{train_seconds:.3f}"
         _write(path, data, header)
         return path
 
@@ -179,7 +175,7 @@ class Store:
             self.borrowed += self._header_seconds or 0.0
             return
         self.events.append({"kind": kind, "event": "loaded", "why": "", "entry": entry,
-                            "train_seconds": self._header_seconds, "peak": self._header_peak})
+                            "train_seconds": self._header_seconds})
 
     def _computing(self, kind: str, config: dict[str, Any]) -> tuple[dict[str, Any], float]:
         path = self.path(kind, config)
@@ -200,22 +196,10 @@ class Store:
         self._open.remove(event)
         spent = time.perf_counter() - t0
         event["train_seconds"] = own = spent - event.pop("_nested", 0.0)
-        event["peak"] = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, os.getpid())
         if self._open:
             self._open[-1]["_nested"] = self._open[-1].get("_nested", 0.0) + spent
         self.seconds[event["kind"]] = self.seconds.get(event["kind"], 0.0) + own
         return own
-
-    def train_peak_mb(self, processes: int) -> float | None:
-        """An upper bound on the memory training this run's stages took at once: the sum of the `processes` largest
-        peaks (a page and its workers: no more run side by side) among the processes that trained them, now or when
-        the entries were made (None if unknown). Entries made by several earlier runs do not add up beyond that."""
-        peaks: dict[int, float] = {}
-        for e in self.events:
-            if e.get("peak"):
-                mb, pid = e["peak"]
-                peaks[pid] = max(peaks.get(pid, 0.0), float(mb))
-        return round(sum(sorted(peaks.values(), reverse=True)[:processes]), 1) if peaks else None
 
     def train_seconds(self) -> tuple[dict[str, float], int]:
         """What the stages this run used cost to compute, by kind, whether computed now or loaded (the cost recorded

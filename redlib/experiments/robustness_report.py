@@ -117,7 +117,8 @@ def claims(cfg: RobustnessConfig, t: dict[str, pd.DataFrame]) -> dict[str, dict]
         "extensions": {"the paper's reading: RED minus the softmax MoE baseline": _drop(t["no_residual"], "softmax MoE"),
                        **({"RED minus the released code's MoE (a gate over its logit experts)":
                            _drop(t["no_residual"], methods.CODE_MOE)} if has_code_moe(t["no_residual"]) else {})}}
-    out |= cost.claims(t["parameter_cost"], t["stage_times"], cfg.backbone)
+    peaks = t["cold_peaks"].set_index("page")["GiB"] if "cold_peaks" in t else pd.Series(dtype=float)
+    out |= cost.claims(t["parameter_cost"], t["stage_times"], peaks, cfg.backbone)
     return out
 
 
