@@ -301,8 +301,9 @@ glue_values(rr.found(cfg, t, ledger.verdicts(results.claims)))
 # - **Cost**: RED adds {glue:text}`rb_qwen_share:.2%` of Qwen3-0.6B's parameters (**{glue:text}`rb_v_eff_params`**);
 #   its router {glue:text}`rb_router_compute:.3%` of the backbone's compute (**{glue:text}`rb_v_eff_router_flops`**);
 #   a full-rank MoE expert has {glue:text}`rb_moe_ratio:.2f` times a residual's parameters
-#   (**{glue:text}`rb_v_eff_red_vs_moe_params`**). Training time and peak memory on this CPU:
-#   **{glue:text}`rb_v_eff_train_time`**, **{glue:text}`rb_v_eff_peak_memory`**.
+#   (**{glue:text}`rb_v_eff_red_vs_moe_params`**). Training time and peak memory on this CPU (the largest
+#   page's peak: {glue:text}`rb_peak`, as on the Speed page): **{glue:text}`rb_v_eff_train_time`**,
+#   **{glue:text}`rb_v_eff_peak_memory`**.
 # - **All {glue:text}`rb_n_claims` claims** (tolerance 0.05): {glue:text}`rb_tally`.
 
 # %% tags=["hide-input"]

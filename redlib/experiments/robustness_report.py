@@ -117,9 +117,13 @@ def claims(cfg: RobustnessConfig, t: dict[str, pd.DataFrame]) -> dict[str, dict]
         "extensions": {"the paper's reading: RED minus the softmax MoE baseline": _drop(t["no_residual"], "softmax MoE"),
                        **({"RED minus the released code's MoE (a gate over its logit experts)":
                            _drop(t["no_residual"], methods.CODE_MOE)} if has_code_moe(t["no_residual"]) else {})}}
-    peaks = t["cold_peaks"].set_index("page")["GiB"] if "cold_peaks" in t else pd.Series(dtype=float)
-    out |= cost.claims(t["parameter_cost"], t["stage_times"], peaks, cfg.backbone)
+    out |= cost.claims(t["parameter_cost"], t["stage_times"], cold_peaks(t), cfg.backbone)
     return out
+
+
+def cold_peaks(t: dict[str, pd.DataFrame]) -> pd.Series:
+    """Each page's peak memory in its last cold run, GiB (the Speed page's value; empty where none was sampled)."""
+    return t["cold_peaks"].set_index("page")["GiB"] if "cold_peaks" in t else pd.Series(dtype=float)
 
 
 def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
@@ -152,7 +156,7 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
     rk = t["rank"].groupby(["task", "rank divisor"])["accuracy"].mean()
     nr = t["no_residual"].groupby(["task", "method"])["accuracy"].mean()
     c = t["parameter_cost"].set_index("backbone")
-    here, qwen = c.iloc[0], c.loc["Qwen3-0.6B shape"]
+    here, qwen, peaks = c.iloc[0], c.loc["Qwen3-0.6B shape"], cold_peaks(t)
     return out | {
         "rb_train_seeds": seeds_words(cfg.train_seeds), "rb_boundary_red": bnd["RED"],
         "rb_boundary_moe": bnd["softmax MoE"], "rb_stable_tol": cfg.stable_tol,
@@ -169,6 +173,7 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
         "rb_qwen_share": qwen["RED share of backbone"], "rb_here_share": here["RED share of backbone"],
         "rb_router_compute": here["router share of compute"], "rb_moe_ratio": qwen["MoE / RED expert parameters"],
         "rb_paper_formula": qwen[cost.PAPER_FORMULA],
+        "rb_peak": f"{peaks.max():.2f} GiB, {peaks.idxmax().replace('_', ' ')}" if len(peaks) else "not measured",
         "rb_n_claims": len(v), "rb_tally": range_tables.verdict_tally(v),
         **verdict_keys("rb", {"eff.train_time": "not measured", "eff.peak_memory": "not measured"} | v),
     }
