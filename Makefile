@@ -49,7 +49,8 @@ notebooks: $(STAMP)
 
 ## make nbval-reference: after a change meant to move numbers, execute the smoke notebooks and commit them as nbval's reference
 ## (from an empty stage cache, as a fresh clone's `make test` runs them: stages cached under other conditions stay out);
-## no compared output depends on the bench's file, so a bench run never needs a new reference
+## no compared output depends on the bench's file (the cost page's peak memory, read from it, is masked by the
+## sanitizer and its verdict is "not comparable"), so a bench run never needs a new reference
 nbval-reference: $(STAMP)
 	cache=$$(mktemp -d) && REDLIB_CACHE=$$cache $(PY) -m redlib book --profile smoke && rm -rf $$cache
 	mkdir -p tests/nbval && rm -f tests/nbval/*.ipynb tests/nbval/bench.sha256 && cp _build/smoke/book/*.ipynb tests/nbval/

@@ -147,7 +147,7 @@ def claims(c: pd.DataFrame, times: pd.DataFrame, peaks: pd.Series, backbone: str
                                  "git_commit": t1["git_commit"].iloc[0]}
     if len(peaks):
         out["eff.peak_memory"] = measure.bound([float(peaks.max())], 0.0, 6.5, measure="GiB, the largest page's peak "
-                                               "memory (its kernel and workers at once, in its last cold run) on CPU "
-                                               "(the paper: accelerator memory)", page=str(peaks.idxmax()),
+                                               "memory (its kernel and workers at once, in its last cold full-profile "
+                                               "run) on CPU (the paper: accelerator memory)", page=str(peaks.idxmax()),
                                                per_page={k: float(v) for k, v in peaks.items()})
     return out
