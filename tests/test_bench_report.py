@@ -43,7 +43,7 @@ def test_a_missed_memory_target_names_the_notebook_and_what_its_kernel_holds_alo
     row = report.targets(bench).set_index("target").loc[
         "peak memory of any page, full profile (kernel and workers at once)"]
     assert row["met"] == "no" and row["measured"] == "7.00 GiB"
-    assert row[report.WHERE] == "b (full profile): 7.0 GiB, of which its kernel alone peaks at 4.5 GiB (the rest: " \
+    assert row[report.WHERE] == "b (full profile): 7.00 GiB, of which its kernel alone peaks at 4.50 GiB (the rest: " \
                                 "its workers, at once)"
 
 

@@ -327,8 +327,8 @@ def book_cause(per_nb: dict[str, dict], shown: int = 4) -> str:
 def peak_cause(row: pd.Series) -> str:
     """Which notebook the peak memory is, and how much of it its kernel holds alone (the rest: its workers, at once)."""
     kernel, tree = row["kernel peak MiB"] / 1024, row["with workers MiB"] / 1024
-    return (f"{row['notebook']} ({row['profile']} profile): {tree:.1f} GiB, of which its kernel alone peaks at "
-            f"{kernel:.1f} GiB (the rest: its workers, at once)")
+    return (f"{row['notebook']} ({row['profile']} profile): {tree:.2f} GiB, of which its kernel alone peaks at "
+            f"{kernel:.2f} GiB (the rest: its workers, at once)")
 
 
 def serial_stage_seconds(timing: dict) -> float:
