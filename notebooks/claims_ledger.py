@@ -29,8 +29,9 @@
 # - **bound**: holds when every seed lies inside the stated range; partly when some do.
 #
 # Two verdicts say the claim could not be judged here, and count apart: **untestable here** (a tie whose
-# two sides both sit at 0.995 or above: it cannot show the claim fails) and **not comparable** (training hours and peak memory measured on a
-# 2-core CPU with MiniLM, against the paper's GPU with Qwen3-0.6B: our figure is shown, no verdict drawn).
+# two sides both sit at 0.995 or above: it cannot show the claim fails) and **not comparable** (training
+# hours and peak memory measured on a 2-core CPU with MiniLM, against the paper's GPU with Qwen3-0.6B:
+# our figure is shown, no verdict drawn).
 #
 # Claims no notebook measures yet say **not measured**. Each measured row links to the section
 # of the page that measured it. Every verdict is judged under the paper's own protocol; where we

@@ -73,9 +73,9 @@ import pandas as pd
 from IPython.display import Markdown, display
 from tqdm import tqdm
 
+from redlib.bench import report as bench_report
 from redlib.book import ledger, pages, parameters, plots
 from redlib.book.glue import glue_values
-from redlib.bench import report as bench_report
 from redlib.book.costs import published_costs
 from redlib.core.store import Store
 from redlib.core.train import progress_enabled

@@ -25,8 +25,8 @@ def published_costs(pages: list[str], profile: str = "full", results_dir: str | 
         if st.get("stages_without_recorded_cost", 1) or "train_seconds_by_kind" not in st:
             continue  # a run before stages kept their cost: nothing honest to report
         rows += [{"page": page, "stage": kind.split("/")[-1], "seconds": s,
-                  "compute_seconds": sum(
-                      st["train_seconds_by_kind"].values()), "runs": timed_runs(p.get("parameters") or {}),
+                  "compute_seconds": sum(st["train_seconds_by_kind"].values()),
+                  "runs": timed_runs(p.get("parameters") or {}),
                   "git_commit": (p.get("git_commit") or "")[:7], "measured_at": p.get("started_at", "")}
                  for kind, s in st["train_seconds_by_kind"].items()]
     return pd.DataFrame(rows, columns=TIME_COLUMNS)

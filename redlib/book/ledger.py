@@ -4,9 +4,9 @@ This is the only place a measurement becomes a verdict: the ledger page and each
 both call `verdict`. Verdicts come from the claim's kind, every one judged seed by seed: `value` (each seed, and
 each number of a per-range or per-case claim, within a tolerance of the paper's number), `order` (each compared
 pair decided the claimed way by paired seeds, a difference inside their spread being a tie), `bound` (each seed
-inside the stated range). A claim the setting cannot test (a tie at the ceiling) is
-"untestable here"; a quantity measured on other hardware and another backbone than the paper's is "not
-comparable" (our figure still shown); a claim no notebook measured yet is "not measured", never blank.
+inside the stated range). A claim the setting cannot test (a tie at the ceiling) is "untestable here"; a quantity
+measured on other hardware and another backbone than the paper's is "not comparable" (our figure still shown); a
+claim no notebook measured yet is "not measured", never blank.
 """
 
 from __future__ import annotations
@@ -239,8 +239,8 @@ REPUBLICATION_CAUSES = {
     "routing_heatmaps": "re-run (its protocol unchanged)",
     "robustness_and_cost": "re-measured on the re-run stages of Task 1, Task 2 and MNIST"}
 # the ledger's own rules, as causes of a changed verdict
-RULE_CAUSES = {"untestable here": "the ledger's rule: a tie at the ceiling cannot test "
-                                  "the claim (counted apart, no longer as partly)",
+RULE_CAUSES = {"untestable here": "the ledger's rule: a tie at the ceiling cannot test the claim (counted apart, no "
+                                  "longer as partly)",
                "not comparable": "the ledger's rule: our figure is measured on other hardware and another backbone"}
 UNCHANGED_RUN_CAUSE = ("the ledger's rules as they stand now (every claim judged seed by seed, element by element); "
                        "the page itself was not re-run since")
