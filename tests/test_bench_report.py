@@ -50,6 +50,7 @@ def test_a_missed_memory_target_names_the_notebook_and_what_its_kernel_holds_alo
 def test_peak_memory_has_one_value_the_speed_target_and_the_cost_claim_both_read():
     """A page's peak is its kernel and workers at once in its last cold run; a page timed before workers were
     sampled is left out (not read as its kernel alone), and eff.peak_memory states the Speed target's value."""
+    from redlib.book import ledger
     from redlib.red import cost
 
     per = {"a": {"wall_seconds": 60.0, "wall": {"reps": 1}, "peak_rss_mb": 900.0, "peak_rss_mb_with_workers": 2048.0},
@@ -62,6 +63,7 @@ def test_peak_memory_has_one_value_the_speed_target_and_the_cost_claim_both_read
                        "MoE / RED expert parameters": 20.0} for b in ("embedded", "Qwen3-0.6B shape")])
     claim = cost.claims(c, pd.DataFrame(columns=cost.TIME_COLUMNS), peaks, "embedded")["eff.peak_memory"]
     assert speed == f"{claim['value']:.2f} GiB" and claim["page"] == "a" and "upper_bound" not in claim
+    assert ledger._spread(claim).startswith("one measurement")  # not "one seed": no seed moves it
     assert "eff.peak_memory" not in cost.claims(c, pd.DataFrame(columns=cost.TIME_COLUMNS), pd.Series(dtype=float),
                                                 "embedded")
 

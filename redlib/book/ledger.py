@@ -133,7 +133,10 @@ def page_of(group: str) -> str:
 
 def _spread(entry: dict[str, Any]) -> str:
     """'± sd (n seeds, what varies)': the standard deviation over seeds, to three decimals, and whether each seed
-    drew its own test data or all seeds shared one test split ('one seed: no spread' for one seed)."""
+    drew its own test data or all seeds shared one test split ('one seed: no spread' for one seed; a quantity no seed
+    moves says what it is instead, in its `spread`)."""
+    if "spread" in entry:
+        return entry["spread"]
     per_seed = entry.get("per_seed")
     if not per_seed or not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in per_seed):
         return ""

@@ -120,10 +120,11 @@ def claims(c: pd.DataFrame, times: pd.DataFrame, peaks: pd.Series, backbone: str
     page: the bench's `cold_peaks`), on this machine's CPU with the embedded backbone."""
     c = c.set_index("backbone")
     here, qwen = c.iloc[0], c.loc["Qwen3-0.6B shape"]
+    exact = "exact (counted from the shapes, no seed)"
     out = {"eff.params": measure.bound([qwen["RED share of backbone"]], 0.0, 0.01, measure="on Qwen3-0.6B's shape",
-                                       embedded_backbone=float(here["RED share of backbone"])),
+                                       embedded_backbone=float(here["RED share of backbone"]), spread=exact),
            "eff.router_flops": measure.bound([here["router share of compute"]], 0.0, 0.005, backbone=backbone,
-                                             qwen3_0_6b_shape=float(qwen["router share of compute"]))}
+                                             qwen3_0_6b_shape=float(qwen["router share of compute"]), spread=exact)}
     ratio = float(qwen["MoE / RED expert parameters"])
     paper_ratio = float(qwen[PAPER_FORMULA]) if PAPER_FORMULA in qwen else None  # tables from before this column
     out["eff.red_vs_moe_params"] = measure.order(
@@ -149,5 +150,6 @@ def claims(c: pd.DataFrame, times: pd.DataFrame, peaks: pd.Series, backbone: str
         out["eff.peak_memory"] = measure.bound([float(peaks.max())], 0.0, 6.5, measure="GiB, the largest page's peak "
                                                "memory (its kernel and workers at once, in its last cold full-profile "
                                                "run) on CPU (the paper: accelerator memory)", page=str(peaks.idxmax()),
+                                               spread="one measurement (a cold run of each page)",
                                                per_page={k: float(v) for k, v in peaks.items()})
     return out
