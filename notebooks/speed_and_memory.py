@@ -264,7 +264,7 @@ if bench:
                 part = part.drop(columns=["disturbed"])
             if (part["cold passes"] == 1).all():  # one pass each: no spread to show
                 part = part.drop(columns=["cold passes"]).rename(columns={"cold wall s (median, min-max)": "cold wall s"})
-            display(plots.styled(part, precision=1, hide_index=True, caption=f"Each notebook's cold run, {prof} profile"))
+            display(plots.styled(part, precision=3, hide_index=True, caption=f"Each notebook's cold run, {prof} profile"))
     retimed, superseded = report.retimings(bench)
     if len(retimed):
         display(plots.behind_click(plots.styled(retimed, hide_index=True, caption="The re-timings behind these tables: "

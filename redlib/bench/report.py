@@ -140,10 +140,12 @@ def prefix_cache(bench: dict) -> pd.DataFrame:
 
 
 CURRENT = "today's profile"
+PEAK_GIB, KERNEL_GIB = "peak GiB, kernel + workers", "its kernel alone, GiB"  # the notebooks table's memory columns
 
 
 def notebooks(bench: dict) -> pd.DataFrame:
-    """Cold wall time (median, min-max over passes) and peak kernel memory of each notebook, per profile."""
+    """Cold wall time (median, min-max over passes) and peak memory of each notebook (kernel and workers at once, the
+    book's one value; its kernel alone beside it), per profile."""
     rows = []
     for prof, block in bench.get("notebooks", {}).items():
         for name, t in block["per_notebook"].items():
@@ -151,8 +153,8 @@ def notebooks(bench: dict) -> pd.DataFrame:
             rows.append({"profile": prof, "notebook": name, "cold passes": w["reps"],
                          "cold wall s (median, min-max)": f"{t['wall_seconds']:.1f}"
                          + (f" ({w['min']:.1f}-{w['max']:.1f})" if w["reps"] > 1 else ""),
-                         "kernel peak MiB": t["peak_rss_mb"],
-                         "with workers MiB": t.get("peak_rss_mb_with_workers") or float("nan"),
+                         PEAK_GIB: (t.get("peak_rss_mb_with_workers") or float("nan")) / 1024,
+                         KERNEL_GIB: t["peak_rss_mb"] / 1024,
                          "commit": (t.get("git_commit") or "")[:7],
                          "cache at start": str(t.get("cache_at_start") or "empty").split(":")[0].split(" ")[0],
                          "disturbed": disturbed(t),
@@ -326,7 +328,7 @@ def book_cause(per_nb: dict[str, dict], shown: int = 4) -> str:
 
 def peak_cause(row: pd.Series) -> str:
     """Which notebook the peak memory is, and how much of it its kernel holds alone (the rest: its workers, at once)."""
-    kernel, tree = row["kernel peak MiB"] / 1024, row["with workers MiB"] / 1024
+    tree, kernel = row[PEAK_GIB], row[KERNEL_GIB]
     return (f"{row['notebook']} ({row['profile']} profile): {tree:.2f} GiB, of which its kernel alone peaks at "
             f"{kernel:.2f} GiB (the rest: its workers, at once)")
 
