@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from ..core import measure
-from ..core.claims import listing, seeds_words, verdict_keys
+from ..core.claims import listing, order_verdict, seeds_words, verdict_keys
 from ..core.store import Store
 from ..core.train import still_improving
 from ..tasks import text_domains as td
@@ -195,9 +195,9 @@ def converged_first_seed(cfg: RoutingHeatmapsConfig, measured: dict[str, dict]) 
     """Each claim on the first seed trained until validation stops improving, beside the same seed at the paper's
     epochs: one seed has no spread, so the paired rule cannot rank it, but its own ordering can be read."""
     label, words = converged_label(cfg), []
-    word = lambda ok: "holds" if ok else "does not hold"  # noqa: E731
+    first = lambda e: order_verdict(e["per_seed"][:1], bool(e["per_seed"][0]))  # noqa: E731 - the order rule, one seed
     for cid, entry in measured.items():
         ext = entry.get("extensions", {}).get(label)
         if ext and ext.get("per_seed") and entry.get("per_seed"):
-            words.append(f"{cid} {word(ext['per_seed'][0])} (paper's epochs: {word(entry['per_seed'][0])})")
+            words.append(f"{cid} {first(ext)} (paper's epochs: {first(entry)})")
     return "; ".join(words) or "not run"
