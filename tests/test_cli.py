@@ -135,6 +135,10 @@ def _out(tmp_path: Path) -> str:
     return str(tmp_path / "x.ipynb")
 
 
+def _nowhere(tmp_path: Path) -> str:
+    return str(tmp_path / "nowhere")
+
+
 def _results_link(tmp_path: Path) -> str:
     """A link to the published results/: resolved, it is results/ itself."""
     link = tmp_path / "results_link"
@@ -200,6 +204,9 @@ NEWCOMER_CASES = [
     (["run", "task1_addition", "-p", "results_dir", "/tmp/elsewhere"], "is not the published results/"),
     (["run", "intro", "-p", "results_dir", ""], "results_dir is empty"),
     (["run", "toy_experiments", "-p", "profile", "smoke", "-p", "results_dir", _file], "is a file, not a folder"),
+    # a reading page with no results for its profile (a path from another machine, or no page run yet)
+    (["run", "claims_ledger", "-p", "profile", "smoke", "-p", "results_dir", _nowhere, "--output", _out],
+     "does not exist; this page reads the 'smoke' results"),
     (["run", "mnist_label5", "-p", "profile", "smoke", "-p", "data_dir", _empty_idx], "it is empty"),
     (["run", "mnist_label5", "-p", "profile", "smoke", "-p", "data_dir", _file], "it is a file, not a folder"),
     (["run", "task1_addition", "-p", "profile", "smoke", "-p", "backbone", _file], "is a file, not a folder"),

@@ -29,6 +29,15 @@ def test_every_page_has_a_smoke_reference_with_compared_outputs(name):
 
 
 @pytest.mark.parametrize("name", list(NOTEBOOKS))
+def test_the_reference_runs_with_the_smoke_profile_alone(name):
+    """nbval re-executes the reference with its injected parameters as they are: a path from the machine that made
+    it (a results_dir in /tmp) would send the page to results that a fresh clone does not have."""
+    nb = json.loads((REFERENCE / f"{name}.ipynb").read_text())
+    assert nb["metadata"]["papermill"]["parameters"] == {"profile": "smoke"}, \
+        f"tests/nbval/{name}.ipynb was executed with other parameters: run `make nbval-reference`"
+
+
+@pytest.mark.parametrize("name", list(NOTEBOOKS))
 def test_the_reference_runs_the_notebooks_code_of_today(name):
     ours = code_cells(json.loads(jupytext.writes(jupytext.read(project_root() / "notebooks" / f"{name}.py"), "ipynb")))
     ref = code_cells(json.loads((REFERENCE / f"{name}.ipynb").read_text()))

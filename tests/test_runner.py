@@ -26,6 +26,7 @@ def fake_repo(tmp_path, monkeypatch, body: str):
 
     root = tmp_path / "repo"
     (root / "notebooks").mkdir(parents=True)
+    (root / "results" / "smoke").mkdir(parents=True)  # the reading page's results, as the experiment pages leave them
     header = (project_root() / "notebooks" / "reproduce.py").read_text().split("# %%")[0]  # jupytext + kernelspec
     (root / "notebooks" / "reproduce.py").write_text(
         header + '# %% tags=["parameters"]\nprofile = "full"\nseed = 0\ndevice = "cpu"\nresults_dir = "results"\n\n'

@@ -272,6 +272,17 @@ class PageConfig(NotebookConfig):
 
     NOTEBOOK: ClassVar[str] = "page"
 
+    def require_results(self) -> None:
+        """A reading page needs its profile's results: a missing folder is a one-line error, not a page of
+        "not measured" (checked when the page runs, after where it writes is settled)."""
+        from .runtime import not_a_folder, resolve_path
+
+        where = resolve_path(self.results_dir) / self.profile
+        if not where.is_dir():
+            raise ParameterError(f"parameter 'results_dir': {where} {not_a_folder(where)}; this page reads the "
+                                 f"{self.profile!r} results the experiment pages write (run them first: "
+                                 f"`make book PROFILE={self.profile}`)")
+
 
 def page_config(notebook: str) -> type[PageConfig]:
     """The config class of one reading page: a PageConfig that knows its notebook's name."""
