@@ -206,7 +206,7 @@ NEWCOMER_CASES = [
     (["run", "toy_experiments", "-p", "profile", "smoke", "-p", "results_dir", _file], "is a file, not a folder"),
     # a reading page with no results for its profile (a path from another machine, or no page run yet)
     (["run", "claims_ledger", "-p", "profile", "smoke", "-p", "results_dir", _nowhere, "--output", _out],
-     "does not exist; this page reads the 'smoke' results"),
+     "does not exist; this page reads the 'smoke' results the experiment pages wrote there"),
     (["run", "mnist_label5", "-p", "profile", "smoke", "-p", "data_dir", _empty_idx], "it is empty"),
     (["run", "mnist_label5", "-p", "profile", "smoke", "-p", "data_dir", _file], "it is a file, not a folder"),
     (["run", "task1_addition", "-p", "profile", "smoke", "-p", "backbone", _file], "is a file, not a folder"),

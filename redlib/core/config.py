@@ -280,8 +280,9 @@ class PageConfig(NotebookConfig):
         where = resolve_path(self.results_dir) / self.profile
         if not where.is_dir():
             raise ParameterError(f"parameter 'results_dir': {where} {not_a_folder(where)}; this page reads the "
-                                 f"{self.profile!r} results the experiment pages write (run them first: "
-                                 f"`make book PROFILE={self.profile}`)")
+                                 f"{self.profile!r} results the experiment pages wrote there: run them with the "
+                                 f"same results_dir first (`make book PROFILE={self.profile}` fills "
+                                 f"results/{self.profile}/)")
 
 
 def page_config(notebook: str) -> type[PageConfig]:
