@@ -177,6 +177,15 @@ def machine_and_own_cpu() -> tuple[float, float]:
     return busy, sum(r.ru_utime + r.ru_stime for r in own)
 
 
+def seed_results(profile: str, results: Path, run: list[str]) -> None:
+    """A timing folder's results before its pages run: the checkout's results of the pages this run does not
+    execute (what a reading page timed alone reads, as in the book), and the profile's folder itself."""
+    checkout = project_root() / "results" / profile
+    for page in (p for p in NOTEBOOKS if p not in run and (checkout / p).is_dir()):
+        shutil.copytree(checkout / page, results / profile / page, dirs_exist_ok=True)
+    (results / profile).mkdir(parents=True, exist_ok=True)
+
+
 def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = None, cache: Path | None = None,
                    warm_from: Path | None = None, on_page: Callable[[str, dict], None] | None = None,
                    publish: bool = False) -> dict:
@@ -196,11 +205,15 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
     results = project_root() / "results" if publish else workdir / "results"
     if not publish:
         (workdir / "book").mkdir(parents=True, exist_ok=True)
+        seed_results(profile, results, notebooks or list(NOTEBOOKS))
     for name in notebooks or list(NOTEBOOKS):
         where = [] if publish else ["-p", "results_dir", str(results), "--output", str(workdir / "book" / f"{name}.ipynb")]
         t, (busy, own) = time.perf_counter(), machine_and_own_cpu()
-        subprocess.run([sys.executable, "-m", "redlib", "run", name, "-p", "profile", profile, *where],
-                       env=env, check=True, cwd=project_root(), capture_output=True)
+        proc = subprocess.run([sys.executable, "-m", "redlib", "run", name, "-p", "profile", profile, *where],
+                              env=env, cwd=project_root(), capture_output=True, text=True)
+        if proc.returncode:
+            last = (proc.stderr.strip().splitlines() or ["no message"])[-1]
+            raise RuntimeError(f"{name} ({profile}) failed with exit status {proc.returncode}: {last}")
         busy_after, own_after = machine_and_own_cpu()
         doc = json.loads((results / profile / name / "claims.json").read_text())
         prov = doc["provenance"]
