@@ -144,8 +144,7 @@ def start(name: str, namespace: dict, store=None):
 
     cfg = config_for(name).from_namespace(namespace)
     cfg.preflight()
-    if isinstance(cfg, PageConfig):
-        cfg.require_results()
+    cfg.require_results()
     kernels.configure()
     return cfg, Results(cfg, store=store)
 

@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 import yaml
 
-from ..core.config import PROFILES, PageConfig, ParameterError
+from ..core.config import PROFILES, ParameterError
 from ..core.runtime import project_root, resolve_path
 from .pages import NOTEBOOKS, PAGES, config_for, render_toc
 
@@ -152,8 +152,7 @@ def execute(notebook: str, params: dict[str, Any], output: Path | None = None, p
     cls = config_for(notebook)
     cfg = cls.from_params(**params)
     cfg.preflight()  # before the heavy imports below: a bad folder is rejected in a second
-    if isinstance(cfg, PageConfig):
-        cfg.require_results()
+    cfg.require_results()
     import jupytext
     import papermill as pm
 

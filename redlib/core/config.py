@@ -193,6 +193,9 @@ class NotebookConfig:
         except RuntimeError as err:
             raise ParameterError(str(err)) from None
 
+    def require_results(self) -> None:
+        """Checks on the results a page reads before it runs: none for a page that trains (reading pages extend)."""
+
     def require_positive(self, *names: str) -> None:
         """One-line error for the first of `names` below 1."""
         for name in names:
