@@ -92,3 +92,20 @@ def test_publishing_bench_needs_an_empty_cache_folder(capsys):
 
     assert main(["bench", "--publish", "--notebooks", "toy_experiments"]) == 2
     assert "--publish" in capsys.readouterr().err
+
+
+def test_a_timing_folder_starts_with_the_results_of_the_pages_it_does_not_run(tmp_path, monkeypatch):
+    from redlib.bench.run import seed_results
+
+    checkout = tmp_path / "repo"
+    for page in ("task1_addition", "toy_experiments"):
+        (checkout / "results" / "smoke" / page).mkdir(parents=True)
+        (checkout / "results" / "smoke" / page / "claims.json").write_text(page)
+    monkeypatch.setenv("REDLIB_ROOT", str(checkout))
+    out = tmp_path / "pass0" / "results"
+    seed_results("smoke", out, ["toy_experiments", "claims_ledger"])
+    assert (out / "smoke" / "task1_addition" / "claims.json").read_text() == "task1_addition"  # read by the ledger
+    assert not (out / "smoke" / "toy_experiments").exists()  # this run writes it itself
+    empty = tmp_path / "fresh" / "results"
+    seed_results("full", empty, ["reproduce"])  # no full results in the checkout: the profile's folder, empty
+    assert (empty / "full").is_dir() and not any((empty / "full").iterdir())
