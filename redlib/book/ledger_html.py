@@ -16,7 +16,8 @@ PLURAL = {"holds": "hold", "does not hold": "do not hold"}
 def summary_html(counts: pd.Series) -> str:
     """The verdict counts as coloured badges."""
     badges = "".join(
-        f'<span style="background:{COLOURS[v]};padding:0.3em 0.7em;margin-right:0.5em;border-radius:4px">'
+        f'<span style="background:{COLOURS[v]};padding:0.3em 0.7em;margin:0 0.5em 0.4em 0;border-radius:4px;'
+        f'display:inline-block;white-space:nowrap">'  # a badge wraps as a whole, never inside its words
         f"<b>{counts[v]}</b> {v}</span>" for v in VERDICTS)
     return f'<p role="status" aria-label="claims ledger summary">{badges}</p>'
 
