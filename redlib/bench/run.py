@@ -203,10 +203,11 @@ def notebook_times(profile: str, workdir: Path, notebooks: list[str] | None = No
     env = {**os.environ, "REDLIB_CACHE": str(cache), "REDLIB_PROGRESS": "0"}
     out: dict = {}
     results = project_root() / "results" if publish else workdir / "results"
+    names = notebooks or list(NOTEBOOKS)
     if not publish:
         (workdir / "book").mkdir(parents=True, exist_ok=True)
-        seed_results(profile, results, notebooks or list(NOTEBOOKS))
-    for name in notebooks or list(NOTEBOOKS):
+        seed_results(profile, results, names)
+    for name in names:
         where = [] if publish else ["-p", "results_dir", str(results), "--output", str(workdir / "book" / f"{name}.ipynb")]
         t, (busy, own) = time.perf_counter(), machine_and_own_cpu()
         proc = subprocess.run([sys.executable, "-m", "redlib", "run", name, "-p", "profile", profile, *where],
