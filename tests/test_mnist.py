@@ -136,3 +136,10 @@ def test_an_unreadable_data_dir_is_a_one_line_error(tmp_path, monkeypatch):
     monkeypatch.setattr(Path, "is_file", denied)
     with pytest.raises(ParameterError, match="cannot be read .*Permission denied"):
         data.check_idx_dir(str(tmp_path))
+
+
+def test_the_crossed_splits_diagnostic_runs_only_when_asked():
+    """No claim reads every seed's stage 1 on every other seed's split: off in both profiles, a switch to ask for it."""
+    for profile in ("smoke", "full"):
+        assert mnist.MnistConfig.from_params(profile=profile).crossed_splits is False
+    assert mnist.MnistConfig.from_params(profile="smoke", crossed_splits=True).crossed_splits is True

@@ -64,6 +64,9 @@ class MnistConfig(RedConfig):
                                        "(train-images-idx3-ubyte[.gz] ...)")
     split_seed: int | None = param(None, "seed of the stratified train/val/test split; None: each training seed its "
                                          "own (spread includes test sampling)")
+    crossed_splits: bool = param(False, "also train every seed's stage 1 on every other seed's split, to tell a seed "
+                                        "whose validation digits are harder from one that trained less (a "
+                                        "diagnostic no claim reads: n_seeds x (n_seeds - 1) more stage-1 runs)")
     judged_forms: str = param("paper", "the claims' forms of RED, MoE and uniform: \"paper\" (hidden-space RED) or "
                                        '"code" (logit experts)')
 
@@ -244,5 +247,6 @@ def found(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_tra
         "mn_patience": cfg.patience, "mn_value_tol": VALUE_TOL,
         "mn_verdicts": ", ".join(f"{c} {verdict}" for c, verdict in v.items()), **verdict_keys("mn", v),
         "mn_stage1_far": far_seeds_words(stage1_seeds(t["epochs"])),
-        "mn_stage1_cause": far_cause_words(t["stage1_by_split"]) if "stage1_by_split" in t else "not measured",
+        "mn_stage1_cause": (far_cause_words(t["stage1_by_split"]) if "stage1_by_split" in t
+                            else "not run (pass -p crossed_splits True to run it)"),
     }
