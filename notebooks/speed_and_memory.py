@@ -172,6 +172,23 @@ show_measured("stage_threads", "The small stages' thread counts have", lambda t:
     f"{t['speedup_1_over_2']:.2f}x"), "sp_stage_threads")
 
 # %% [markdown]
+# The experts of one kind in one seed (classifier experts, RED residuals, the code's experts, the step
+# decomposition's op experts) have the same shapes and disjoint data, so they train as one stack
+# (`redlib/core/stacked.py`): each linear layer is one batched product over the experts, while each expert keeps its
+# own data order, AdamW state, early stopping and best state. It is the mathematics of separate fits, to fp32
+# round-off (`tests/test_stacked.py`). Expert-steps per second (one expert's batch, forward and backward), one
+# thread, five experts:
+
+# %% tags=["hide-input", "hide-output"]
+show_measured("stacked", "Stacked small stages have", lambda t: (pd.DataFrame([{
+    "kind": r["kind"], "batch (virtual)": f"{r['batch']} ({r['virtual batch']})",
+    "separate fits, expert-steps/s": round(r["separate expert-steps per second"]),
+    "stacked, expert-steps/s": round(r["stacked expert-steps per second"]), "speed-up": round(r["speedup"], 2)}
+    for r in t["per_kind"]]),
+    f"{t['experts']} experts of {t['samples per expert']} samples, {t['epochs']} epochs each (make bench --kernels)",
+    "; ".join(f"{r['kind']} at batch {r['batch']} {r['speedup']:.2f}x" for r in t["per_kind"])), "sp_stacked")
+
+# %% [markdown]
 # Texts are right-padded to the longest text of their task; the attention mask hides the padding, so it changes
 # no value, but the top blocks still compute over it. Each batch is therefore cut to its own longest text, and
 # validation and the features run shortest texts first, so their batches carry little padding. On Task 2's
@@ -280,10 +297,11 @@ if bench:
                          + ", ".join(f"{b['total_seconds'] / 60:.1f} min ({p})" for p, b in built.items()) + "."))
 
 # %% [markdown]
-# ## Today's profile, from the published runs
+# ## An estimate: what the published runs' stages cost
 #
-# A cold timing says something about today's book only where it ran today's profile and code. Where it did
-# not, the published run itself still tells what its stages cost: the stage cache records each stage's
+# This is an estimate, not a timing: the cold book is the sum of cold runs above. A cold timing says something
+# about today's book only where it ran today's profile and code. Where it did not, the published run itself
+# still tells what its stages cost: the stage cache records each stage's
 # seconds when it was computed, and every page's provenance sums them by stage kind. Stage 1 trains apart from
 # the other stages (two runs at a time on the range pages, each counting its share of the time), the other stages
 # in the page's `workers` processes, so the page's training takes between "all busy" (every process training all
@@ -298,13 +316,7 @@ own = est[est["page"] != "robustness_and_cost"]  # each page's own stages (robus
 if len(est):
     results.table("cold_estimates", est)
     display(plots.styled(est, precision=1, hide_index=True,
-                         caption="Training time each published page implies, against its cold timing where one is today's"))
-    glue_values({"sp_today_low": f"{own['low: all busy, min'].sum():.0f}", "sp_today_high": f"{own['high: stage 1 apart, min'].sum():.0f}",
-                 "sp_today_serial": f"{own['stage 1 min'].sum():.0f}",
-                 "sp_today_pages": ", ".join(f"{p} {lo:.0f}-{hi:.0f}" for p, lo, hi in
-                                             zip(own["page"], own["low: all busy, min"], own["high: stage 1 apart, min"]) if hi > 10)})
-else:
-    glue_values({k: "not recorded" for k in ("sp_today_low", "sp_today_high", "sp_today_serial", "sp_today_pages")})
+                         caption="Estimate: the training time each published page implies, against its cold timing where one is today's"))
 
 # %% [markdown]
 # ## The test command
@@ -428,6 +440,7 @@ glue_values(report.found(bench, tt if bench else None, history, nbt))
 # - Against one stage-1 run on two threads, two runs side by side train {glue:text}`sp_stage1_side` as fast;
 #   Task 1 and Task 2 train theirs two at a time, which keeps a serial run's bits, at the price of each worker
 #   holding its data set's frozen-prefix states (where free memory does not hold both, one after another).
+# - The experts of one kind train as one stack: {glue:text}`sp_stacked` their separate fits' speed.
 # - Cached pooled features make a router epoch cheaper than recomputing the backbone by
 #   {glue:text}`sp_features`: stages 2-4 of every experiment train on them.
 # - Across the recorded bench runs, the speed-ups ranged: {glue:text}`sp_agreement`.
@@ -438,9 +451,8 @@ glue_values(report.found(bench, tt if bench else None, history, nbt))
 #
 # - **Targets**: {glue:text}`sp_met` of {glue:text}`sp_judged` met on this machine; each miss, with its
 #   measured cause, is a row of the targets table above (and in the box below).
-# - **A cold book today**: the published pages imply {glue:text}`sp_today_low` to {glue:text}`sp_today_high` min
-#   of training (robustness aside), stage 1's own seconds {glue:text}`sp_today_serial` min; the large pages, in
-#   minutes: {glue:text}`sp_today_pages`. That is the gap to the 90-minute budget.
+# - **The cold book**: {glue:text}`sp_book` (each page's last cold run, in minutes, with the commit it was timed
+#   at, plus the strict HTML build), against the 90-minute budget.
 # - **Where the time goes**, the slowest notebook: {glue:md}`sp_where`.
 
 # %% tags=["hide-input"]

@@ -153,7 +153,7 @@ def _book(args: argparse.Namespace) -> None:
     _check_run_options(args)
     runner.stage_dir(args.profile)  # validates the profile before anything runs
     if not args.no_execute:
-        from .bench.report import cold_line
+        from .bench.cold import cold_line
 
         print("\n".join(runner.plan_lines(args.profile, cold_line(args.profile))), file=sys.stderr)
     index = runner.build_book(args.profile, execute_notebooks=not args.no_execute, progress=args.progress)

@@ -240,3 +240,31 @@ def test_a_timing_says_when_other_processes_shared_the_machine():
     assert report.disturbed(quiet) == "" and report.disturbed({"wall_seconds": 1000.0}) == ""
     assert report.disturbed({**quiet, "other_cpu_seconds": 300.0}) == "other processes took 300 CPU-s while it ran"
     assert report.disturbed({**quiet, "disturbed": "a job ran beside it"}) == "a job ran beside it"
+
+
+def test_the_cold_book_is_one_sum_of_each_pages_last_cold_run_and_the_build():
+    """One number: every page's last cold run (named with its commit) plus the build; a page never timed: none."""
+    from redlib.bench.cold import cold_book, cold_book_words
+    from redlib.book import pages
+
+    NOTEBOOKS = list(pages.NOTEBOOKS)
+    per = {n: {"wall_seconds": 60.0 * (i + 1), "git_commit": f"{i:07d}abc"} for i, n in enumerate(NOTEBOOKS)}
+    per[NOTEBOOKS[0]]["disturbed"] = "beside a test run"
+    bench = {"notebooks": {"full": {"per_notebook": per, "book_build_seconds": 120.0}}}
+    book = cold_book(bench)
+    assert book["min"] == pytest.approx(sum(range(1, len(NOTEBOOKS) + 1)) + 2)
+    words = cold_book_words(book)
+    assert words.startswith(f"{book['min']:.0f} min: ") and f"{NOTEBOOKS[-1]} {len(NOTEBOOKS)} (" in words
+    assert f"reading high: {NOTEBOOKS[0]}" in words
+    del per[NOTEBOOKS[1]]
+    assert cold_book(bench) is None and cold_book_words(None).startswith("not measured")
+
+
+def test_the_readme_states_the_committed_benchs_cold_book():
+    """The README's cold-book sentence is the committed bench's (the bench rewrites it; a stale one fails here)."""
+    from redlib.bench.cold import README_MARK, readme_text
+    from redlib.bench.report import committed
+    from redlib.core.runtime import project_root
+
+    found = README_MARK.findall((project_root() / "README.md").read_text())
+    assert found == [readme_text(committed())]

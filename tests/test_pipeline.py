@@ -198,14 +198,19 @@ def test_small_stages_train_on_the_stage_thread_count_in_the_page_as_in_a_worker
     from redlib.speed import parallel
     from redlib.red import stages
 
-    seen: list[int] = []
+    seen: list[int] = []  # the thread count each stage trained on (a stack: once per stage in it)
 
     def counting_fit(*args, **kwargs):
         seen.append(torch.get_num_threads())
         return stages_fit(*args, **kwargs)
 
-    stages_fit = stages.fit
+    def counting_stack(models, *args, **kwargs):
+        seen.extend([torch.get_num_threads()] * len(models))
+        return stages_stack(models, *args, **kwargs)
+
+    stages_fit, stages_stack = stages.fit, stages.fit_stacked
     monkeypatch.setattr(stages, "fit", counting_fit)
+    monkeypatch.setattr(stages, "fit_stacked", counting_stack)
     data, enc = synthetic()
     store = Store(tmp_path / "cache")
     before = torch.get_num_threads()

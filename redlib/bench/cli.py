@@ -24,6 +24,7 @@ def main(args: argparse.Namespace) -> None:
         kernels(out)
     elif args.notebooks or args.publish:
         pages(args, out, profiles)
+        readme(out)
     else:
         if args.cache or args.warm_from:
             raise ParameterError("--cache and --warm-from need --notebooks (the whole bench times in fresh temporary "
@@ -32,6 +33,17 @@ def main(args: argparse.Namespace) -> None:
 
         report = run_bench(out, smoke=args.smoke, profiles=profiles)
         print(f"bench written: {out / 'bench.json'} ({report['bench_seconds']:.0f} s)")
+        readme(out)
+
+
+def readme(out: Path) -> None:
+    """The README's cold-book sentence follows the committed bench (a bench written elsewhere leaves it)."""
+    from .cold import update_readme
+    from .report import load
+
+    if out.resolve() == resolve_path("results/bench").resolve():
+        if update_readme(load(out / "bench.json"), resolve_path("README.md")):
+            print("README.md: its cold-book sentence updated from the bench")
 
 
 def test_command(out: Path) -> None:
@@ -46,7 +58,8 @@ def test_command(out: Path) -> None:
 
 def kernels(out: Path) -> None:
     """--kernels: the micro-benchmarks and stage 1's profile, each entry updated."""
-    from .micro import kernel_throughput, optimizer_kinds, stage1_processes, stage_threads, text_padding
+    from .micro import (kernel_throughput, optimizer_kinds, stacked_stages, stage1_processes, stage_threads,
+                        text_padding)
     from .profile import stage1_profile
     from .run import update_entry
 
@@ -56,6 +69,7 @@ def kernels(out: Path) -> None:
     s1 = update_entry(out, "stage1_processes", stage1_processes)["stage1_processes"]
     prof = update_entry(out, "stage1_profile", stage1_profile)["stage1_profile"]["phases_ms"]
     opt = update_entry(out, "optimizer", optimizer_kinds)["optimizer"]
+    stk = update_entry(out, "stacked", stacked_stages)["stacked"]["per_kind"]
     other = (f" ({k['other_path']['chosen_stage1_speedup']:.2f}x the {k['other_path']['path']} kernels)"
              if "other_path" in k else "")
     print(f"bench updated: {out / 'bench.json'} (kernels: {k['matmul']['path']}, stage 1 {k['stage1_gflops']:.0f} "
@@ -64,7 +78,9 @@ def kernels(out: Path) -> None:
           f"{pad['train_speedup']:.2f}x, validation {pad['validate_speedup']:.2f}x; stage 1 in two one-thread "
           f"processes side by side: {s1['speedup_side_by_side']:.2f}x one two-thread process; one stage-1 step: "
           + ", ".join(f"{k} {v:.0f} ms" for k, v in prof.items())
-          + f"; fused AdamW: stage 1 {opt['stage1_speedup']:.2f}x, small stages {opt['small_speedup']:.2f}x foreach's)")
+          + f"; fused AdamW: stage 1 {opt['stage1_speedup']:.2f}x, small stages {opt['small_speedup']:.2f}x foreach's; "
+          + "stacked small stages: " + ", ".join(f"{r['kind']} at batch {r['batch']} {r['speedup']:.2f}x" for r in stk)
+          + " separate fits)")
 
 
 def pages(args: argparse.Namespace, out: Path, profiles: list[str] | None) -> None:

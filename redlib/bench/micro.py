@@ -239,3 +239,41 @@ def _optimizer_gap(steps: int) -> float:
         ends.append([p.detach() for p in params])
     gap = max(float((a - b).abs().max()) for a, b in zip(*ends))
     return gap / max(float(p.abs().max()) for p in start)
+
+
+def stacked_stages(reps: int = 3, n: int = 1000, epochs: int = 2) -> dict:
+    """The small stages of one seed trained as one stack (`core/stacked.py`) against separate fits, per kind (a
+    classifier expert at the pipeline's width and as the paper's linear head, a RED residual, a code expert), at
+    the pipeline's micro-batch and the paper's (16, accumulated to 64), on one thread as the workers train them:
+    expert-steps per second of each (one expert-step: one expert's batch, forward and backward), and the speed-up."""
+    from ..core.stacked import fit_stacked
+    from ..core.train import TrainConfig, fit
+    from ..experiments.task1 import Task1Config
+
+    cfg = Task1Config()
+    d, C, K = 384, N_CLASSES, 5
+    torch.set_num_threads(1)
+    kernels.configure()
+    head = nn.Linear(d, C).requires_grad_(False)
+    kinds = {f"expert (hidden {cfg.expert_hidden})": (lambda: cfg.expert(d, C), lambda m, h: m(h)),
+             "expert (linear, the paper's)": (lambda: nn.Sequential(nn.Linear(d, C)), lambda m, h: m(h)),
+             "residual": (lambda: cfg.residual(d), lambda m, h: head(h + m(h))),
+             "code": (lambda: cfg.code_expert(d, C), lambda m, h: head(h) + cfg.code_scale * m(h))}
+    gen = torch.Generator().manual_seed(0)
+    train = [(torch.randn(n, d, generator=gen), torch.randint(C, (n,), generator=gen)) for _ in range(K)]
+    val = [(torch.randn(n // 8, d, generator=gen), torch.randint(C, (n // 8,), generator=gen)) for _ in range(K)]
+    rows = []
+    for batch in sorted({cfg.batch_size, 16}, reverse=True):
+        tcs = [TrainConfig(lr=1e-4, batch_size=batch, virtual_batch=max(batch, 64), max_epochs=epochs, patience=epochs,
+                           seed=k) for k in range(K)]
+        expert_steps = K * epochs * -(-n // batch)
+        for kind, (make, logits) in kinds.items():
+            loss = lambda m, b, logits=logits: F.cross_entropy(logits(m, b[0]), b[1])  # noqa: E731
+            separate = timed(lambda: [fit(make(), loss, tr, va, tc) for tr, va, tc in zip(train, val, tcs)], reps)
+            stacked = timed(lambda: fit_stacked([make() for _ in range(K)], logits, train, val, tcs), reps)
+            rows.append({"kind": kind, "batch": batch, "virtual batch": tcs[0].virtual_batch,
+                         "separate expert-steps per second": expert_steps / separate["median"],
+                         "stacked expert-steps per second": expert_steps / stacked["median"],
+                         "speedup": separate["median"] / stacked["median"], "separate": separate, "stacked": stacked})
+    return {"experts": K, "samples per expert": n, "epochs": epochs, "threads": 1, "d": d, "classes": C,
+            "per_kind": rows}

@@ -41,24 +41,6 @@ def cold_peaks(profile: str, bench: dict[str, Any] | None = None) -> pd.Series:
                       if t.get("peak_rss_mb_with_workers")}, dtype=float, name="GiB")
 
 
-def cold_seconds(profile: str, path: Path | None = None) -> tuple[dict[str, float], str]:
-    """Each page's cold seconds for a profile as the committed bench measured them, and which commit it timed last
-    ({} and "" when there is no bench)."""
-    bench = load(path) if path else committed()
-    per = ((bench or {}).get("notebooks", {}).get(profile) or {}).get("per_notebook", {})
-    commits = sorted((t.get("measured_at", ""), t.get("git_commit") or "") for t in per.values())
-    return {name: t["wall_seconds"] for name, t in per.items()}, (commits[-1][1][:12] if commits else "")
-
-
-def cold_line(profile: str) -> str:
-    """The book plan's line on what an empty-cache run of the profile costs, as the committed bench measured it."""
-    cold, commit = cold_seconds(profile)
-    total = sum(cold.get(n, 0.0) for n in NOTEBOOKS)
-    return (f"  cold cost (empty cache) as the committed bench measured it at {commit or 'no commit'}: "
-            + (f"about {total / 60:.0f} min on {os.cpu_count()} cores" if total else "not measured")
-            + "".join(f"; {n} {cold[n] / 60:.0f} min" for n in NOTEBOOKS if cold.get(n, 0) >= 60))
-
-
 def route_costs(path: Path | None = None) -> pd.DataFrame:
     """The README's routes to the book with what each cost on the bench machine (the committed bench), for the
     intro: empty when no bench has been run."""
@@ -385,7 +367,8 @@ def found(bench: dict | None, tt: pd.DataFrame | None, hist: pd.DataFrame,
 
     if not bench:
         return {k: Markdown("no bench run yet") if k in MARKDOWN_KEYS else "no bench run yet" for k in (
-            "sp_met", "sp_judged", "sp_missed", "sp_reference", "sp_stale", "sp_where", "sp_agreement", "sp_features")}
+            "sp_met", "sp_judged", "sp_missed", "sp_reference", "sp_stale", "sp_where", "sp_agreement", "sp_features",
+            "sp_book")}
     judged = tt[tt["met"].isin(["yes", "no"])]
     pc = bench.get("prefix_cache")
     steps_ratio = pc["pipeline_batch"] // pc["paper_batch"] if pc else 1
@@ -399,6 +382,8 @@ def found(bench: dict | None, tt: pd.DataFrame | None, hist: pd.DataFrame,
             where = (f"in `{slowest}`, the stages " + " and ".join(f"`{k}` ({w})" for k, w in zip(
                 top2["stage kind"], top2["what"])) + f" take {top2['seconds'].sum() / wall:.0%} of its cold time")
     cols = [c for c in hist.columns if pc and c.startswith("speed-up") and c.endswith(f"batch {pc['pipeline_batch']}")]
+    from .cold import cold_book, cold_book_words
+
     return {k: Markdown(v) if k in MARKDOWN_KEYS else v for k, v in {
         "sp_met": int((judged["met"] == "yes").sum()), "sp_judged": len(judged),
         "sp_missed": "; ".join(f"{t['target']}: {t['measured']} against {t['goal']}, {t['gap']}"
@@ -414,4 +399,5 @@ def found(bench: dict | None, tt: pd.DataFrame | None, hist: pd.DataFrame,
         "sp_agreement": "; ".join(f"{c.removeprefix('speed-up ')}: {hist[c].min():.2f}x to {hist[c].max():.2f}x"
                                   for c in cols) if len(hist) > 1 and cols else "fewer than two recorded runs",
         "sp_features": (f"{bench['features_cache']['speedup']:.0f}x" if "features_cache" in bench else "not measured"),
+        "sp_book": cold_book_words(cold_book(bench)),
     }.items()}

@@ -38,8 +38,8 @@ from ..experiments.task1 import Task1Config
 from ..models.backbone import Backbone, embedded_path
 from ..models.combiners import ProbMixture, ResidualMixture
 from ..tasks.arithmetic import N_CLASSES, RANGE_NAMES, Task1Spec, make_task1
-from .micro import (kernel_throughput, optimizer_kinds, spread, stage1_processes, stage_threads, text_padding,
-                    timed)
+from .micro import (kernel_throughput, optimizer_kinds, spread, stacked_stages, stage1_processes, stage_threads,
+                    text_padding, timed)
 from .profile import stage1_profile
 
 TARGETS = {"embedded_cache_speedup": 1.6, "qwen_cache_speedup": 4.5, "full_book_minutes": BOOK_MINUTES,
@@ -399,6 +399,7 @@ def _micro(step: Callable[..., None], reps: int, smoke: bool, tmp: Path) -> None
     step("stage1_processes", lambda: stage1_processes(reps, 5 if smoke else 40))
     step("stage1_profile", lambda: stage1_profile(2 if smoke else 20))
     step("optimizer", lambda: optimizer_kinds(reps, 100 if smoke else 2000, 3 if smoke else 20))
+    step("stacked", lambda: stacked_stages(reps, 64 if smoke else 1000, 1 if smoke else 2))
 
 
 def run_bench(out: Path, smoke: bool = False, notebooks: list[str] | None = None,

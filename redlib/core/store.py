@@ -53,6 +53,7 @@ class Store:
         self._open: list[dict[str, Any]] = []  # computations in progress, outermost first
         self._unusable: dict[Path, str] = {}  # entries found unusable in this session, and why
         self._merged: set[str] = set()  # entries another process computed for this one (see `merge`)
+        self._fresh: set[str] = set()  # entries computed together (`modules`): their first load is not a new event
         # the compute seconds of those entries, added as this process loads them: its timings count a stage a worker
         # trained for it where the stage is loaded (`Stages.timed`), as they count one trained in this process
         self.borrowed = 0.0
@@ -142,6 +143,22 @@ class Store:
         self.save(kind, config, model.state_dict(), meta, self._spent(started))
         return {**meta, "cached": False}
 
+    def modules(self, kind: str, configs: list[dict[str, Any]], models: list[nn.Module],
+                train: Callable[[list[nn.Module]], list[dict[str, Any]]]) -> None:
+        """Run `train(models)` (which trains them together and returns each one's metadata) and store each under its
+        config, with an even share of the seconds it took. The first load of each afterwards (`module`) is the same
+        stage, not a new event."""
+        started = self._computing(kind, configs[0])  # one computation, for the seconds of nested work
+        metas = train(models)
+        share = self._spent(started) / len(models)
+        events = [started[0]] + [{"kind": kind, "event": "computed", "why": "", "entry": self.path(kind, c).name}
+                                 for c in configs[1:]]
+        self.events += events[1:]
+        for event, config, model, meta in zip(events, configs, models, metas):
+            event["train_seconds"] = share
+            self.save(kind, config, model.state_dict(), meta, share)
+            self._fresh.add(event["entry"])
+
     def merge(self, events: list[dict[str, str]], seconds: dict[str, float]) -> None:
         """Record what a worker process did for this one: its events and compute seconds. Loading one of the
         entries it computed here afterwards is not recorded again (each stage counts once)."""
@@ -166,10 +183,15 @@ class Store:
 
     def mark_merged(self, events: list[dict[str, str]]) -> None:
         """The entries these events computed are recorded already: loading them later adds no event."""
-        self._merged |= {e["entry"] for e in events if e["event"] != "loaded"}
+        entries = {e["entry"] for e in events if e["event"] != "loaded"}
+        self._merged |= entries
+        self._fresh -= entries
 
     def _loaded(self, kind: str, config: dict[str, Any]) -> None:
         entry = self.path(kind, config).name
+        if entry in self._fresh:
+            self._fresh.discard(entry)
+            return
         if entry in self._merged:
             self._merged.discard(entry)
             self.borrowed += self._header_seconds or 0.0

@@ -12,7 +12,7 @@ cache in its usual order, so its modules, tables, epochs and cache keys are thos
 from __future__ import annotations
 
 import copy
-from dataclasses import asdict, replace
+from dataclasses import asdict, dataclass, field, replace
 from typing import Callable
 
 import numpy as np
@@ -22,6 +22,7 @@ from torch.nn import functional as F
 
 from ..core.runtime import seed_everything
 from ..core.store import Store
+from ..core.stacked import LogitsFn, fit_stacked
 from ..core.train import TrainConfig, evaluate_loss, fit
 from ..models.combiners import ResidualMixture
 from ..models.experts import ScaledExpert
@@ -30,7 +31,23 @@ from ..speed import kernels, parallel
 from .encoders import Encoder
 from .types import PIPELINE_VERSION, STAGE_KINDS, Base, Job, Joint, RedConfig, TaskData, ce, moe_gate_loss
 
-__all__ = ["Stages", "JOBS", "STAGE_KINDS", "PIPELINE_VERSION"]
+__all__ = ["Stages", "JOBS", "STACKED", "STAGE_KINDS", "PIPELINE_VERSION"]
+
+
+@dataclass
+class Spec:
+    """A small stage before it trains: its kind, label, fresh module, loss, targets per split, the rows it trains
+    on (None: all), what its cache key adds, and (for the kinds that train stacked) its answer logits(m, h), whose
+    cross-entropy is its loss."""
+
+    name: str
+    label: str
+    model: nn.Module
+    loss: Callable
+    targets: dict[str, Tensor]
+    sel: dict[str, Tensor] | None = None
+    extra: dict = field(default_factory=dict)
+    logits: LogitsFn | None = None
 
 
 def _fit_meta(res) -> dict:
@@ -66,6 +83,7 @@ class Stages:
         self.feats: dict[str, Tensor] = {}  # split -> (N, d), set by `features`
         self.done: dict[Job, nn.Module] = {}  # jobs got so far
         self.probing = False
+        self.stacked: set[str] = set()  # the kinds whose stack this object has trained or found cached
 
     def kind(self, name: str) -> str:
         assert name in STAGE_KINDS, name
@@ -147,27 +165,62 @@ class Stages:
     def train(self, name: str, label: str, model: nn.Module, loss, targets: dict[str, Tensor],
               sel: dict[str, Tensor] | None = None, **extra) -> nn.Module:
         """Train a small module on features (the rows `sel` of each split, or all) unless cached; then freeze it."""
-        feats, tc = self.feats, self._capped(name, self.cfg.fit_config(self.seed, label, self.lr(name)))
-        # the thread count is in the key: another count can split a sum differently, so it trains other bits
-        key = {**self.key, "module": label, "train2": asdict(tc), "threads": parallel.STAGE_THREADS, **extra}
-        if self.probing:
-            raise _Probe(self.store.path(self.kind(name), key))
+        return self.train_spec(Spec(name, label, model, loss, targets, sel, extra))
 
-        part = {k: (sel[k] if sel else slice(None)) for k in ("train", "val")}
-        val = (feats["val"][part["val"]], targets["val"][part["val"]])
+    def _settings(self, spec: Spec) -> tuple[TrainConfig, dict]:
+        """A small stage's fit settings and cache key."""
+        tc = self._capped(spec.name, self.cfg.fit_config(self.seed, spec.label, self.lr(spec.name)))
+        # the thread count is in the key: another count can split a sum differently, so it trains other bits
+        key = {**self.key, "module": spec.label, "train2": asdict(tc), "threads": parallel.STAGE_THREADS, **spec.extra}
+        return tc, key | ({"fit": "stacked"} if spec.name in STACKED else {})
+
+    def _rows(self, spec: Spec, split: str) -> tuple[Tensor, Tensor]:
+        """A stage's (features, targets) in `split`: the rows `spec.sel` picks, or all."""
+        part = spec.sel[split] if spec.sel else slice(None)
+        return self.feats[split][part], spec.targets[split][part]
+
+    def train_spec(self, spec: Spec) -> nn.Module:
+        """Train a small stage unless cached (its kind's stack first, if its kind trains stacked); then freeze it."""
+        tc, key = self._settings(spec)
+        if self.probing:
+            raise _Probe(self.store.path(self.kind(spec.name), key))
+        val = self._rows(spec, "val")
 
         def run(m: nn.Module) -> dict:  # train's rows are gathered only when the stage trains (a load needs none)
             with parallel.torch_threads(parallel.STAGE_THREADS):
-                return _fit_meta(fit(m, loss, (feats["train"][part["train"]], targets["train"][part["train"]]), val, tc))
+                return _fit_meta(fit(m, spec.loss, self._rows(spec, "train"), val, tc))
 
-        model.to(self.device)
-        meta = self.store.module(self.kind(name), key, model, run)
-        model.requires_grad_(False)
+        spec.model.to(self.device)
+        meta = self.store.module(self.kind(spec.name), key, spec.model, run)
+        spec.model.requires_grad_(False)
         # the loss of the kept state on validation: what the learning rate is chosen on (computed the same way
         # whether the stage was trained now, by a worker or loaded)
-        val_loss = evaluate_loss(model, loss, val)
-        self._epochs(label, meta, tc, val_loss)
-        return model.eval()
+        val_loss = evaluate_loss(spec.model, spec.loss, val)
+        self._epochs(spec.label, meta, tc, val_loss)
+        return spec.model.eval()
+
+    def stack(self, name: str) -> None:
+        """Train the stages of kind `name` (one per domain) that are not cached yet as one stack (`core/stacked.py`),
+        each into its own cache entry; the page then loads each in its usual order."""
+        if name in self.stacked:
+            return
+        self.stacked.add(name)
+        specs = [SPECS[name](self, i) for i in range(self.data.n_domains)]
+        todo = [(spec, *self._settings(spec)) for spec in specs]
+        todo = [t for t in todo if not self.store.path(self.kind(name), t[2]).exists()]
+        if not todo:
+            return
+        for spec, _, _ in todo:
+            spec.model.to(self.device)
+
+        def run(models: list[nn.Module]) -> list[dict]:
+            with parallel.torch_threads(parallel.STAGE_THREADS):
+                fits = fit_stacked(models, todo[0][0].logits, [self._rows(s, "train") for s, _, _ in todo],
+                                   [self._rows(s, "val") for s, _, _ in todo], [tc for _, tc, _ in todo],
+                                   desc=f"seed {self.seed}: {len(todo)} {name} stacked")
+            return [_fit_meta(f) for f in fits]
+
+        self.store.modules(self.kind(name), [key for _, _, key in todo], [s.model for s, _, _ in todo], run)
 
     def _epochs(self, label: str, meta: dict, tc: TrainConfig, val_loss: float = float("nan")) -> None:
         self.epochs.append({"stage": label, "epochs run": meta.get("epochs_run"), "best epoch": meta.get("best_epoch"),
@@ -190,6 +243,8 @@ class Stages:
         if self.probing and job not in self.done:
             return nn.Module()  # a stand-in input: a job's cache key never depends on its inputs' weights
         if job not in self.done:
+            if job[0] in STACKED and not self.probing:
+                self.stack(job[0])
             self.done[job] = self._run(job)
         return self.done[job]
 
@@ -239,36 +294,61 @@ def _distinct_val(data: TaskData, enc: Encoder) -> tuple[Tensor, Tensor]:
 
 # ---- the small stages, as jobs: each seeds itself, so it trains the same in any process and order ----
 
-def expert(st: Stages, i: int) -> nn.Module:
+def expert_spec(st: Stages, i: int) -> Spec:
     """Stage 2's classifier expert E_i of domain i, trained alone on its domain."""
     cfg = st.cfg
     seed_everything(st.seed * 100 + i)
-    return st.train("expert", f"expert {st.tag(i)}", cfg.expert(st.dim, st.data.n_classes), ce, st.data.labels,
-                    st.domain_rows(i), hidden=cfg.expert_hidden)
+    return Spec("expert", f"expert {st.tag(i)}", cfg.expert(st.dim, st.data.n_classes), ce, st.data.labels,
+                st.domain_rows(i), {"hidden": cfg.expert_hidden}, lambda m, h: m(h))
 
 
-def residual(st: Stages, i: int) -> nn.Module:
+def residual_spec(st: Stages, i: int) -> Spec:
     """Stage 2's RED residual of domain i: Delta h_i trained alone on its domain through the frozen W_c."""
     head = st.head
 
-    def red_loss(m: nn.Module, b) -> Tensor:
-        return F.cross_entropy(head(b[0] + m(b[0])), b[1])  # W_c (h + Delta h_i)
+    def logits(m: nn.Module, h: Tensor) -> Tensor:
+        return head(h + m(h))  # W_c (h + Delta h_i)
 
     seed_everything(st.seed * 100 + i)
-    return st.train("residual", f"residual {st.tag(i)}", st.cfg.residual(st.dim), red_loss, st.data.labels,
-                    st.domain_rows(i), rank=st.cfg.rank(st.dim))
+    return Spec("residual", f"residual {st.tag(i)}", st.cfg.residual(st.dim), _ce_of(logits), st.data.labels,
+                st.domain_rows(i), {"rank": st.cfg.rank(st.dim)}, logits)
 
 
-def code(st: Stages, i: int) -> nn.Module:
+def code_spec(st: Stages, i: int) -> Spec:
     """Stage 2's released-code expert of domain i: logits W_c h + s B_i A_i h, trained alone on its domain."""
     cfg, head = st.cfg, st.head
 
-    def code_loss(m: nn.Module, b) -> Tensor:
-        return F.cross_entropy(head(b[0]) + cfg.code_scale * m(b[0]), b[1])  # W_c h + s B_i A_i h
+    def logits(m: nn.Module, h: Tensor) -> Tensor:
+        return head(h) + cfg.code_scale * m(h)  # W_c h + s B_i A_i h
 
     seed_everything(st.seed * 100 + i)
-    return st.train("code", f"code {st.tag(i)}", cfg.code_expert(st.dim, st.data.n_classes), code_loss,
-                    st.data.labels, st.domain_rows(i), rank=cfg.rank(st.dim), scale=cfg.code_scale)
+    return Spec("code", f"code {st.tag(i)}", cfg.code_expert(st.dim, st.data.n_classes), _ce_of(logits),
+                st.data.labels, st.domain_rows(i), {"rank": cfg.rank(st.dim), "scale": cfg.code_scale}, logits)
+
+
+def _ce_of(logits: LogitsFn):
+    """The loss cross-entropy(logits(m, h), y) on a batch (h, y)."""
+    return lambda m, b: F.cross_entropy(logits(m, b[0]), b[1])
+
+
+# the stage-2 kinds whose experts (one per domain, same shapes, disjoint data) train as one stack, each a Spec
+SPECS: dict[str, Callable[[Stages, int], Spec]] = {"expert": expert_spec, "residual": residual_spec, "code": code_spec}
+STACKED = tuple(SPECS)
+
+
+def expert(st: Stages, i: int) -> nn.Module:
+    """Stage 2's classifier expert E_i (trained in its kind's stack unless cached)."""
+    return st.train_spec(expert_spec(st, i))
+
+
+def residual(st: Stages, i: int) -> nn.Module:
+    """Stage 2's RED residual Delta h_i (trained in its kind's stack unless cached)."""
+    return st.train_spec(residual_spec(st, i))
+
+
+def code(st: Stages, i: int) -> nn.Module:
+    """Stage 2's released-code expert B_i A_i (trained in its kind's stack unless cached)."""
+    return st.train_spec(code_spec(st, i))
 
 
 def router(st: Stages, domains: int | None = None) -> Router:

@@ -8,7 +8,7 @@ cache, and the page then loads it: the same bits as a serial run, in less wall t
 from __future__ import annotations
 
 from ..core.store import Store
-from ..red.stages import Stages
+from ..red.stages import STACKED, Stages
 from ..red.types import Job
 from . import parallel
 
@@ -19,9 +19,11 @@ def prefetch(st: Stages, jobs: list[Job], after: dict[Job, list[Job]]) -> None:
     workers = parallel.worker_count()
     if workers <= 1 or st.device.type != "cpu":
         return
-    todo = [j for j in jobs if not st.cached(j)]
+    unit = lambda job: (job[0], 0) if job[0] in STACKED else job  # noqa: E731  (a stacked kind trains as one job)
+    todo = list(dict.fromkeys(unit(j) for j in jobs if not st.cached(j)))
     if not todo:
         return
+    after = {unit(j): list(dict.fromkeys(unit(d) for d in deps)) for j, deps in after.items()}
     context = {"cfg": st.cfg, "data": st.data, "seed": st.seed, "key": st.key, "dim": st.dim, "head": st.head,
                "root": str(st.store.root), "lrs": st.lrs, "caps": st.caps}
     parallel.map_pieces(_train_job, context, todo, st.store, workers, f"seed {st.seed}: stages", after,
@@ -29,13 +31,18 @@ def prefetch(st: Stages, jobs: list[Job], after: dict[Job, list[Job]]) -> None:
 
 
 def _train_job(context: dict, job: Job, store: Store) -> None:
-    """In a worker: train (or load) one small stage into the shared cache. The store keeps only the job's own event
-    (loading its inputs is not one)."""
+    """In a worker: train (or load) one small stage into the shared cache (for a stacked kind, every domain's stage
+    of that kind). The store keeps only the job's own events (loading its inputs is not one)."""
     seen = len(store.events)  # a single job runs in the caller's own store
     st = Stages(context["cfg"], context["data"], None, store, context["seed"], context["key"], context["dim"],
                 context["lrs"], context["caps"])
     st.head = context["head"].requires_grad_(False)
     st.features()
-    st.get(job)  # the features and the job's inputs load first; the job's own entry comes last
-    del store.events[seen:-1]  # loading its inputs is not this job's event (and the caller's earlier events stay)
-    store.mark_merged(store.events[-1:])  # run in the caller's store: its later load of the entry is not a new event
+    if job[0] in STACKED:
+        st.stack(job[0])  # the features and the inputs load first; the stack's entries come last, one per domain
+        own = [e for e in store.events[seen:] if e["event"] != "loaded" and e["kind"] == st.kind(job[0])]
+    else:
+        st.get(job)  # the features and the job's inputs load first; the job's own entry comes last
+        own = store.events[-1:]
+    store.events[seen:] = own  # loading its inputs is not this job's event (and the caller's earlier events stay)
+    store.mark_merged(own)  # run in the caller's store: its later load of the entry is not a new event
