@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import tempfile
 from pathlib import Path
 
@@ -58,6 +59,7 @@ def test_command(out: Path) -> None:
 
 def kernels(out: Path) -> None:
     """--kernels: the micro-benchmarks and stage 1's profile, each entry updated."""
+    os.environ.setdefault("REDLIB_PROGRESS", "0")  # the fits they time draw no bars (as in the whole bench)
     from .micro import (kernel_throughput, optimizer_kinds, stacked_stages, stage1_processes, stage_threads,
                         text_padding)
     from .profile import stage1_profile
