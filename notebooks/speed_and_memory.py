@@ -113,14 +113,12 @@ if bench and "prefix_cache" in bench:
 # %% [markdown]
 # ## The fp32 kernels and how close stage 1 comes to the cores' peak
 #
-# Each run picks its matrix-multiply kernels once, by what the CPU is, after checking a small product
-# against float64 (`redlib/speed/kernels.py`): on AMD CPUs with AVX-512, torch's bundled MKL takes its
-# AVX2 path and oneDNN's AVX-512 kernels are faster at fp32 accuracy; on Intel CPUs MKL runs its own
-# AVX-512 path and stays. oneDNN is capped below AMX, whose units would compute in bf16, and a path that
-# fails the self-check is refused. The path taken is in every run's provenance. Stage 1's speed (the top
-# two blocks and the head, forward and backward, at the pipeline's batch) is set against a large fp32
-# matrix product on the same threads, the most these cores reach in practice, and against the same steps
-# on the path not taken, in the same process: the measurement behind the choice on this CPU.
+# Each run picks its matrix-multiply kernels once, by CPU vendor, after checking a small product against
+# float64 (`redlib/speed/kernels.py`): on AMD, oneDNN's AVX-512 kernels beat the AVX2 path torch's MKL takes
+# there; on Intel, MKL's own AVX-512 path stays. oneDNN is capped below AMX (bf16 units), a path failing the
+# self-check is refused, and the path taken is in every run's provenance. Stage 1's speed (top two blocks and
+# head, forward and backward, the pipeline's batch) is set against a large fp32 product on the same threads,
+# the most these cores reach, and against the path not taken, in the same process.
 
 # %% tags=["hide-input", "hide-output"]
 show_measured("kernels", "The kernels have", lambda k: (pd.DataFrame([{
@@ -161,8 +159,11 @@ show_measured("optimizer", "The AdamW kinds have", lambda o: (pd.DataFrame([{
 # The small stages after stage 1 (experts, residuals, routers, gates, stage 4) take steps of 16 feature vectors:
 # too little work to share between threads, so the page's worker processes train them on one torch thread each
 # (`STAGE_THREADS` in `redlib/speed/parallel.py`), in the page's own process as well, since another thread count can
-# round a sum differently. The measurement behind that choice: a residual's training steps per second, summed
-# over two processes training side by side as the workers do:
+# round a sum differently: a residual's steps per second, summed over two processes side by side as the workers
+# run. And the experts of one kind in one seed train as one stack (`redlib/core/stacked.py`): each linear layer one
+# batched product over the experts, each expert with its own data order, AdamW state, early stopping and best
+# state, the mathematics of separate fits to fp32 round-off (`tests/test_stacked.py`): expert-steps per second
+# (one expert's batch, forward and backward), one thread, five experts:
 
 # %% tags=["hide-input", "hide-output"]
 show_measured("stage_threads", "The small stages' thread counts have", lambda t: (
@@ -170,16 +171,6 @@ show_measured("stage_threads", "The small stages' thread counts have", lambda t:
                        workers=t["workers"]),
     "Small-stage training steps per second by thread count (make bench --kernels)",
     f"{t['speedup_1_over_2']:.2f}x"), "sp_stage_threads")
-
-# %% [markdown]
-# The experts of one kind in one seed (classifier experts, RED residuals, the code's experts, the step
-# decomposition's op experts) have the same shapes and disjoint data, so they train as one stack
-# (`redlib/core/stacked.py`): each linear layer is one batched product over the experts, while each expert keeps its
-# own data order, AdamW state, early stopping and best state. It is the mathematics of separate fits, to fp32
-# round-off (`tests/test_stacked.py`). Expert-steps per second (one expert's batch, forward and backward), one
-# thread, five experts:
-
-# %% tags=["hide-input", "hide-output"]
 show_measured("stacked", "Stacked small stages have", lambda t: (pd.DataFrame([{
     "kind": r["kind"], "batch (virtual)": f"{r['batch']} ({r['virtual batch']})",
     "separate fits, expert-steps/s": round(r["separate expert-steps per second"]),
@@ -251,20 +242,14 @@ plots.styled(report.route_costs(path), caption="The routes to this book and thei
 # %% [markdown]
 # ## Notebooks, cold
 #
-# Each notebook executed by papermill, in book order, with an empty stage cache (a page that builds on
-# others' stages starts warm, from theirs), into a fresh results folder or, with `--publish`, as the
-# published run itself, then the strict HTML build;
-# a page's peak memory is its kernel and workers together, sampled every 0.25 s (the book's one
-# peak-memory value; runs from before the workers were sampled show the kernel alone). The
-# smoke profile is timed over several such cold passes (median, min-max); the full profile once, as a
-# repetition costs as long again, so its times carry no spread. A page changed since the last whole
-# bench can be re-timed alone (`make bench BENCH_ARGS="--notebooks NAME"`): the `commit` column says
-# which code each time was measured at, and the whole-book total is then the sum of the parts.
-# Each page's timing also records the CPU time other processes took while it ran; where that is more than a
-# trifle, a `disturbed` column says so, since such a time reads high.
-# A time is today's only where both last columns say yes: the page's parameters are today's, and the
-# timed run computed what the published page shows (the same claims bit for bit, where the bench
-# recorded them; else the same code by git, between the two commits).
+# Each notebook executed by papermill, in book order, from an empty stage cache (a page that builds on
+# others' stages starts from theirs), then the strict HTML build. A page's peak memory is its kernel and
+# workers together, sampled every 0.25 s. The smoke profile is timed over several cold passes (median,
+# min-max), the full profile once. A page is re-timed alone after it changes
+# (`make bench BENCH_ARGS="--notebooks NAME"`): `commit` says which code each time measured, and the cold book
+# is the sum of the pages' last times. `disturbed` flags a time other processes shared (it reads high). A time
+# is today's where both last columns say yes: today's parameters, and the claims (or, where none were recorded,
+# the code by git) of the published page.
 
 # %% tags=["hide-input"]
 nbt = report.notebooks(bench) if bench else pd.DataFrame()  # each page's cold timing, read once for the page
@@ -297,11 +282,10 @@ if bench:
                          + ", ".join(f"{b['total_seconds'] / 60:.1f} min ({p})" for p, b in built.items()) + "."))
 
 # %% [markdown]
-# ## An estimate: what the published runs' stages cost
+# ## An estimate, not a timing: what the published runs' stages cost
 #
-# This is an estimate, not a timing: the cold book is the sum of cold runs above. A cold timing says something
-# about today's book only where it ran today's profile and code. Where it did not, the published run itself
-# still tells what its stages cost: the stage cache records each stage's
+# A cold timing says something about today's book only where it ran today's profile and code. Where it did
+# not, the published run itself still tells what its stages cost: the stage cache records each stage's
 # seconds when it was computed, and every page's provenance sums them by stage kind. Stage 1 trains apart from
 # the other stages (two runs at a time on the range pages, each counting its share of the time), the other stages
 # in the page's `workers` processes, so the page's training takes between "all busy" (every process training all
