@@ -38,6 +38,19 @@ def timed(fn: Callable[[], object], reps: int) -> dict:
     return spread(times)
 
 
+def alternating(a: Callable[[], object], b: Callable[[], object], reps: int) -> tuple[dict, dict]:
+    """`timed` of two functions, their repetitions taken in turn (a, b, a, b, ...) after one warm-up each, so that a
+    slow stretch of the machine weighs on both alike."""
+    a(), b()
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(reps):
+        for fn, out in ((a, times[0]), (b, times[1])):
+            t = time.perf_counter()
+            fn()
+            out.append(time.perf_counter() - t)
+    return spread(times[0]), spread(times[1])
+
+
 def stage1_inputs(batch: int = 64, tokens: int = 12) -> tuple[Backbone, nn.Linear, torch.Tensor, torch.Tensor,
                                                                torch.Tensor]:
     """What one stage-1 step takes, seeded: the embedded backbone (top 2 blocks trained), a head, frozen-prefix
@@ -241,11 +254,12 @@ def _optimizer_gap(steps: int) -> float:
     return gap / max(float(p.abs().max()) for p in start)
 
 
-def stacked_stages(reps: int = 3, n: int = 1000, epochs: int = 2) -> dict:
+def stacked_stages(reps: int = 5, n: int = 1000, epochs: int = 2) -> dict:
     """The small stages of one seed trained as one stack (`core/stacked.py`) against separate fits, per kind (a
     classifier expert at the pipeline's width and as the paper's linear head, a RED residual, a code expert), at
     the pipeline's micro-batch and the paper's (16, accumulated to 64), on one thread as the workers train them:
-    expert-steps per second of each (one expert-step: one expert's batch, forward and backward), and the speed-up."""
+    expert-steps per second of each (one expert-step: one expert's batch, forward and backward; medians of
+    repetitions taken in turn), and the speed-up."""
     from ..core.stacked import fit_stacked
     from ..core.train import TrainConfig, fit
     from ..experiments.task1 import Task1Config
@@ -269,8 +283,9 @@ def stacked_stages(reps: int = 3, n: int = 1000, epochs: int = 2) -> dict:
         expert_steps = K * epochs * -(-n // batch)
         for kind, (make, logits) in kinds.items():
             loss = lambda m, b, logits=logits: F.cross_entropy(logits(m, b[0]), b[1])  # noqa: E731
-            separate = timed(lambda: [fit(make(), loss, tr, va, tc) for tr, va, tc in zip(train, val, tcs)], reps)
-            stacked = timed(lambda: fit_stacked([make() for _ in range(K)], logits, train, val, tcs), reps)
+            separate, stacked = alternating(
+                lambda: [fit(make(), loss, tr, va, tc) for tr, va, tc in zip(train, val, tcs)],
+                lambda: fit_stacked([make() for _ in range(K)], logits, train, val, tcs), reps)
             rows.append({"kind": kind, "batch": batch, "virtual batch": tcs[0].virtual_batch,
                          "separate expert-steps per second": expert_steps / separate["median"],
                          "stacked expert-steps per second": expert_steps / stacked["median"],
