@@ -14,15 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from ..book.pages import NOTEBOOKS
-from .report import committed, disturbed, load
+from .report import committed, disturbed
 
 README_MARK = re.compile(r"<!-- cold-book -->.*?<!-- /cold-book -->", re.S)
 
 
-def cold_seconds(profile: str, path: Path | None = None) -> tuple[dict[str, float], str]:
+def cold_seconds(profile: str) -> tuple[dict[str, float], str]:
     """Each page's cold seconds for a profile as the committed bench measured them, and which commit it timed last
     ({} and "" when there is no bench)."""
-    bench = load(path) if path else committed()
+    bench = committed()
     per = ((bench or {}).get("notebooks", {}).get(profile) or {}).get("per_notebook", {})
     commits = sorted((t.get("measured_at", ""), t.get("git_commit") or "") for t in per.values())
     return {name: t["wall_seconds"] for name, t in per.items()}, (commits[-1][1][:12] if commits else "")

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from ..book.pages import BOOK_MINUTES, BUDGETS, NOTEBOOKS, config_for, stage_kinds
+from ..book.pages import BOOK_MINUTES, BUDGETS, config_for, stage_kinds
 from ..core.config import ParameterError
 from ..red.cost import timed_runs
 
