@@ -22,16 +22,18 @@
 # - **value**: holds when every seed lies within 0.05 of the paper's number (for per-range lists and
 #   per-case claims: every number of every seed); partly when some do; the row says whether ours lie above
 #   or below the paper's;
-# - **order**: holds when every compared pair is decided the claimed way by paired seeds (the mean
-#   per-seed difference exceeds its sample standard deviation); a difference inside that spread is a
-#   **tie** (partly), one decided the other way does not hold. Orders measured without paired scores
-#   hold in every seed, or partly in some seeds or the mean;
-# - **bound**: holds when every seed lies inside the stated range; partly when some do.
+# - **order**: holds when every compared pair is decided the claimed way by paired seeds: the mean
+#   per-seed difference must exceed its sample standard deviation by at least 0.01, a minimum effect fixed
+#   before any run; a smaller difference is a **tie** (partly), one decided the other way does not hold.
+#   Orders measured without paired scores hold in every seed, or partly in some seeds or the mean;
+# - **bound**: holds when every seed lies inside the stated range; partly when some do. "The only method
+#   above 0.80 in every range" also needs every other method's lowest range below 0.80.
 #
-# Two verdicts say the claim could not be judged here, and count apart: **untestable here** (a tie whose
-# two sides both sit at 0.995 or above: it cannot show the claim fails) and **not comparable** (training
-# hours and peak memory measured on a 2-core CPU with MiniLM, against the paper's GPU with Qwen3-0.6B:
-# our figure is shown, no verdict drawn).
+# Two verdicts say the claim could not be judged here, and count apart: **untestable here** (a claim that
+# compares methods or measures an effect, where every value it compares is 0.995 or above, whichever way
+# it would be decided: at that ceiling it cannot show either way; a claim about one method's value is
+# judged as a value, ceiling or not) and **not comparable** (training hours and peak memory measured on a
+# 2-core CPU with MiniLM, against the paper's GPU with Qwen3-0.6B: our figure is shown, no verdict drawn).
 #
 # Claims no notebook measures yet say **not measured**. Each measured row links to the section
 # of the page that measured it. Every verdict is judged under the paper's own protocol; where we
@@ -61,9 +63,8 @@ display(HTML(ledger_html.summary_html(counts)))
 # ## Verdicts that changed since the previous publication
 #
 # Order claims are decided by paired seeds: "A > B" holds only when the mean of the per-seed differences
-# exceeds their spread (sample standard deviation); a smaller difference is a **tie**, counted as partly,
-# and a claim whose only ties have both sides at 0.995 or above is **untestable here**: at that ceiling no
-# order can show. Claims of several numbers (per range, per domain, per case) are judged seed by seed as
+# exceeds their spread (sample standard deviation) by 0.01 or more; a smaller difference is a **tie**,
+# counted as partly, and a comparison whose every value is 0.995 or above is **untestable here**. Claims of several numbers (per range, per domain, per case) are judged seed by seed as
 # scalar ones are, and a quantity measured on other hardware and another backbone is **not comparable**.
 # The table lists every claim whose verdict moved, with the cause.
 

@@ -118,7 +118,7 @@ def keep(**tables: pd.DataFrame) -> None:
 
 
 for task in ("task1", "mnist", "task2"):
-    lrs = rb.choose(cfg, task, store, bb).lrs  # the source page's learning rates (chosen on validation loss there)
+    lrs = rb.choose(cfg, task, store, bb).lrs  # the source page's learning rates (its configured ones)
     for s in tqdm(cfg.seeds, desc=rb.TASKS[task], disable=not progress_enabled()):
         ld = rb.load(cfg, task, s, store, bb, lrs=lrs)
         if task in ("task1", "mnist"):

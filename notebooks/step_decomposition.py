@@ -42,11 +42,9 @@
 # Given the true programs, RED executes {glue:text}`sd_true_red:.3f` of them (paper
 # {glue:text}`sd_paper_red`), the softmax MoE {glue:text}`sd_true_moe:.3f` ({glue:text}`sd_paper_moe`) and
 # AllFix {glue:text}`sd_true_allfix:.3f` ({glue:text}`sd_paper_allfix`); the ordering claim
-# **{glue:text}`sd_v_sd_order`**. These rest on stage 1's rate as our protocol chooses it, on stage 1's own
-# validation loss: with every stage at the paper's rates (an extension) RED executes
-# {glue:text}`sd_paperlr_red` and the MoE {glue:text}`sd_paperlr_moe`. The stage 1 with the lower loss gives
-# op experts, RED's and the MoE's alike, that execute worse (the analysis below). A seed whose stage 1
-# stopped far from the others: {glue:text}`sd_stage1_far`.
+# **{glue:text}`sd_v_sd_order`**. Every stage trains at the paper's rate, 1e-4, until patience stops it.
+# What moves execution, from the 2x2 of stage 1's and the small stages' rates on one seed (below):
+# {glue:text}`sd_attribution`.
 # :::
 
 # %% tags=["parameters", "remove-cell"]
@@ -58,18 +56,19 @@ lr = 0.0001  # AdamW learning rate of stage 1 with head_lr_grid "none" (the pape
 weight_decay = 0.01  # AdamW weight decay
 batch_size = 64  # micro-batch; gradients accumulate to virtual_batch (no layer depends on the batch)
 virtual_batch = 64  # samples per optimiser step (the paper's LLM stages: 64)
-max_epochs = None  # epoch cap of the experts, residuals, routers and heads (the paper: 60); None: the profile's value (smoke 3, full 150)
-patience = 3  # early-stopping patience in epochs (the paper: 3)
+max_epochs = None  # first epoch cap of the experts, residuals, routers and heads (the paper: 60; with double_cap a cap never decides); None: the profile's value (smoke 3, full 150)
+patience = 10  # early-stopping patience in epochs of every stage (the paper: 3; our guard: 10)
 n_seeds = None  # how many seeds run: seed, seed+1, ...; None: the profile's value (smoke 1, full 3)
+double_cap = None  # the convergence rule: a stage that reaches its epoch cap without early stopping trains on with the cap doubled (as a re-run with the doubled cap would), until patience stops it; None: the profile's value (smoke False, full True)
 backbone_fraction = 0.1  # share of train used for the backbone stage (the finalized setup: 10%)
 backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 2, full 150)
-backbone_patience = None  # early-stopping patience of stage 1 (the paper: 3): enough that a plateau does not end it; None: the profile's value (smoke 3, full 10)
+backbone_patience = None  # early-stopping patience of stage 1 (the paper: 3): enough that a plateau does not end it
 head_lr = 0.0001  # AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: 1e-4)
-head_lr_grid = "0.0001,0.0003,0.001,0.003"  # each stage kind's lr, stage 1 included, chosen on validation loss from these ("none": lr for stage 1, head_lr for the rest, the paper's)
+head_lr_grid = "none"  # "none" (the protocol: lr for stage 1, head_lr for the rest, the paper's); or an extension: each stage kind's lr, stage 1 included, chosen on validation loss from these rates
 head_lr_extend = 2  # a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 series), at most this many times (0: the grid only)
-lr_rung = None  # successive halving of the grid: every try first trains this many epochs, then only each kind's lr_keep rates with the lowest validation loss go on to the end (0: every try runs to the end, the full grid); None: the profile's value (smoke 0, full 5)
+lr_rung = 0  # successive halving of the grid: every try first trains this many epochs, then only each kind's lr_keep rates with the lowest validation loss go on to the end (0: every try runs to the end, the full grid)
 lr_keep = 2  # rates of each stage kind that go on after the rung (with lr_rung > 0)
-expert_hidden = 256  # hidden width of the classifier experts (0: a linear expert d -> C)
+expert_hidden = 0  # hidden width of the classifier experts (0: the paper's linear expert d -> C)
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
 rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
 code_scale = 0.1  # the released code's scale on the routed expert logits
@@ -91,7 +90,7 @@ tagger_hidden = 128  # hidden width of the decomposer's bidirectional GRU
 tagger_lr = 0.001  # AdamW learning rate of the decomposer
 tagger_epochs = None  # cap for the decomposer; None: the profile's value (smoke 3, full 10)
 tagger_samples = None  # train expressions the decomposer learns from (val: an eighth); None: the profile's value (smoke 2000, full 4000)
-paper_lrs_beside = True  # also run every routing over op experts trained at the paper's lr and head_lr, shown beside (an extension)
+attribution = True  # also run, on the first seed of the claims' setting, the 2x2 of stage 1 at 1e-3 or 1e-4 and every small stage at 1e-3 or 1e-4, each under the same convergence rule (an extension: what moves execution)
 
 # %% tags=["hide-input", "remove-stderr"]
 from IPython.display import Markdown, display
@@ -107,7 +106,7 @@ cfg, results, bb = pages.start_range_task("step_decomposition", globals(), store
 # %% tags=["remove-input", "hide-output"]
 parameters.this_run(cfg)
 # %% tags=["hide-input", "remove-stderr"]
-# every op-expert stage kind's learning rate first, on validation loss; then every seed and setting
+# every seed and setting, then the 2x2 attribution on the first seed
 t = range_page.run_decomposition(cfg, bb, store)
 results.tables.update(t)  # written as CSV files by pages.end
 
@@ -123,17 +122,12 @@ plots.styled(t["op_experts"].groupby(["run", "method"], sort=False)[["accuracy",
              caption="Op experts on single steps: accuracy and macro-F1, mean over seeds")
 
 # %% [markdown]
-# The RED residuals learn slowly at the paper's learning rate: the gradient reaches $\Delta h_i$ only
-# through the frozen global head $W_c$, trained on 10% of train. So every stage kind (stage 1, the
-# classifier experts, RED's residuals, the code's experts, router, gates, stage 4) takes its learning
-# rate from one grid, the same for every method, chosen on validation loss (stage 1's on every seed,
-# the rest on the first: first table). The rows "... at the paper's lr" are every method again over op
-# experts all trained at the paper's 1e-4 (a labelled extension; the claims use the chosen rates).
-# Every seed's stage 1, then the epochs run and best epoch of each op-expert stage, show whether a
-# seed's stage 1 stopped far from the others and where a cap still bites (click to show):
+# Every stage (stage 1, the classifier experts, RED's residuals, the code's experts, router, gates,
+# stage 4) trains at the paper's rate, 1e-4, with patience 10; a stage that reaches its cap trains on
+# under the cap doubled until patience stops it. Every seed's stage 1, then the epochs run and best
+# epoch of each op-expert stage (click to show):
 
 # %% tags=["hide-input", "hide-output"]
-plots.lr_selection(t)
 display(plots.styled(range_tables.stage1_seeds(t["epochs"], cfg.settings[0].label), precision=4, hide_index=True,
                      caption="Stage 1 of every seed (the claims' setting)"))
 plots.styled(range_tables.epochs_table(t["epochs"], by=("stage",)), precision=1, caption="Epochs run and best epoch (mean "
@@ -181,18 +175,20 @@ plots.styled(ex[(ex["seed"] == cfg.seed) & (ex["run"] == main)].drop(columns=["s
              precision=3, hide_index=True)
 
 # %% [markdown]
-# ## An analysis: execution depends on stage 1
+# ## An analysis: what moves execution
 #
-# Ours, beside the paper's claims: every stage-1 run of this page (each seed, at the chosen rate and at
-# the paper's), its validation loss against how well RED and the softmax MoE execute the true
-# programs over op experts trained on it. RED's residuals are read out through stage 1's frozen head;
-# the MoE's experts carry heads of their own. A lower stage-1 loss does not mean better features for
-# the op experts: read the two rates' clouds apart, not as one line.
+# Ours, beside the paper's claims. RED's residuals are read out through stage 1's frozen head; the
+# MoE's experts carry heads of their own. On the first seed, stage 1 and every small stage each train
+# at 1e-3 (where a learning-rate grid put them in an earlier protocol) or at the paper's 1e-4, all four
+# combinations under the same convergence rule; the cell at 1e-4 / 1e-4 is the claims' run. Execution of
+# the true programs, all steps:
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy on the true programs against stage 1's validation loss, one marker per stage-1 run (seed and rate), the claims' split.", "name": "fig-sd-stage1"}, "image": {"alt": "Scatter plot of execution accuracy against stage 1's validation loss for RED and the softmax MoE"}}
-dep = decomposition_report.stage1_dependence(t, cfg.settings[0].label)
-results.table("stage1_dependence", dep)
-plots.dependence(dep, "stage 1 val loss", decomposition_report.METHODS, "Execution against stage 1's validation loss");
+# %% tags=["hide-input"]
+att = t.get("attribution")
+if att is not None:
+    results.table("attribution", att)
+    display(plots.styled(att.drop(columns=["seed", "run"]), precision=3, hide_index=True,
+                         caption=f"Stage 1's rate x the small stages' rate (seed {cfg.seed}, {cfg.settings[0].label})"))
 
 # %% [markdown]
 # (sd-claims)=
@@ -206,19 +202,16 @@ pages.claims_table(results, decomposition.claims(cfg, t))
 pages.glue_found(results, decomposition_report.found, cfg, t)
 
 # %% [markdown]
-# :::{dropdown} Training details: learning rates, capped stages, the paper's literal rates
-# - **Learning rates**, chosen on validation loss (stage 1's mean over every seed) from one grid
-#   ({glue:text}`sd_lr_grid`) for every method alike: {glue:text}`sd_lrs`. Still the largest rate tried:
-#   {glue:text}`sd_lr_edge`.
+# :::{dropdown} Training details: rates, epochs, capped stages
+# - **Every stage** at lr {glue:text}`sd_head_lr` (stage 1 at {glue:text}`sd_paper_stage1_lr`), patience
+#   {glue:text}`sd_patience`, first cap {glue:text}`sd_max_epochs`, doubled while a stage still improves at it.
 # - **RED's residual stages** (lr {glue:text}`sd_residual_lr`) ran {glue:text}`sd_residual_epochs:.0f` epochs on
 #   average (cap {glue:text}`sd_max_epochs`, best epoch {glue:text}`sd_residual_best:.0f`);
 #   {glue:text}`sd_residual_capped` of {glue:text}`sd_residual_stages` were still improving at the cap
 #   (patience {glue:text}`sd_patience`).
-# - **Stages still improving at their cap**: {glue:text}`sd_capped`.
-# - **The paper's literal rates** (an extension: stage 1 at {glue:text}`sd_paper_stage1_lr`, every small stage
-#   at {glue:text}`sd_head_lr`): true programs at RED {glue:text}`sd_paperlr_red`, softmax MoE
-#   {glue:text}`sd_paperlr_moe`, AllFix {glue:text}`sd_paperlr_allfix`; RED's residuals right on
-#   {glue:text}`sd_paperlr_single` of single steps.
+# - **Stages still improving at their last cap**: {glue:text}`sd_capped`.
+# - **Mixtures in log space**: the float32 sum of probabilities used before left these single steps tied at
+#   the top: {glue:text}`sd_ties`.
 # :::
 
 # %% [markdown]
@@ -233,8 +226,8 @@ pages.glue_found(results, decomposition_report.found, cfg, t)
 #   RED {glue:text}`sd_dec_red:.3f`, softmax MoE {glue:text}`sd_dec_moe:.3f`, AllFix {glue:text}`sd_dec_allfix:.3f`.
 # - **Single steps**, routed by the true operation: RED's residuals {glue:text}`sd_single_red:.3f`, the
 #   classifier experts {glue:text}`sd_single_oracle:.3f`.
-# - **Stage 1 on every seed**: a seed far from the others: {glue:text}`sd_stage1_far`. How execution depends
-#   on stage 1's rate (not on its loss alone) is in the analysis above.
+# - **What moves execution** (the 2x2 on one seed): {glue:text}`sd_attribution`. A seed whose stage 1 stopped
+#   far from the others: {glue:text}`sd_stage1_far`.
 
 # %% tags=["hide-input"]
 pages.end(results)

@@ -119,7 +119,7 @@ def test_a_timing_says_whether_it_ran_todays_profile():
                                                                   if k != "stage1_paper_beside"}) == "yes"
     t2 = report.config_for("task2_mixed").from_params(profile="full").asdict()  # a switch added since, and on
     assert report.current_profile("task2_mixed", "full", {k: v for k, v in t2.items()
-                                                           if k != "stage1_paper_beside"}) == "no: stage1_paper_beside"
+                                                           if k != "double_cap"}) == "no: double_cap"
 
 
 def test_every_experiment_page_has_one_budget_and_the_bench_judges_it(bench):

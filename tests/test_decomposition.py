@@ -57,32 +57,36 @@ def tiny_run(tiny_qwen, tmp_path_factory):
 def test_run_scores_every_routing_on_both_program_sources(tiny_run):
     cfg, _, _, t = tiny_run
     ex = t["execution"]
-    assert set(ex["routing"]) == set(dec.ROUTINGS) | {name + dec.PAPER_LR for name in dec.PAPER_KEYS}
+    assert set(ex["routing"]) == set(dec.ROUTINGS)
     assert set(ex["programs"]) == {"true programs", "decomposer's programs"}
     assert ex["accuracy"].between(0, 1).all() and set(ex["steps"]) == {"all", "2", "3", "4"}
     assert t["decomposer"]["exact"].dtype == bool and len(t["decomposer"]) == cfg.sizes[2]
     claims = dec.claims(cfg, {k: v for k, v in t.items()})
     assert set(claims) == {"sd.red.acc", "sd.moe.acc", "sd.allfix.acc", "sd.order", "sd.decomposer.exact"}
     assert set(claims["sd.red.acc"]["value"]) == {"all", "2", "3", "4"}
-    paper = [k for k in claims["sd.order"]["extensions"] if "the paper's lr" in k]
-    assert len(paper) == 1 and set(claims["sd.red.acc"]["extensions"][paper[0]]["value"]) == {"all", "2", "3", "4"}
+    decoded = [k for k in claims["sd.order"]["extensions"] if "decomposer's programs" in k]
+    assert len(decoded) == 1 and set(claims["sd.red.acc"]["extensions"][decoded[0]]["value"]) == {"all", "2", "3", "4"}
 
 
-def test_the_paper_rate_runs_beside_the_chosen_rates_for_every_method(tiny_run):
+def test_the_attribution_crosses_stage_1s_rate_with_the_small_stages_rate(tiny_run):
+    """The 2x2: stage 1 at each rate x every small stage at each rate, on the first seed; cells that share a stage-1
+    rate share its stage 1 (one run loaded from the cache), and the cell at the config's own rates is the claims'
+    run; the small stages' rate reaches every small stage."""
     cfg, bb, store, t = tiny_run
-    assert {m + dec.PAPER_LR for m in ("RED", "softmax MoE", "RED (true range)")} <= set(t["op_experts"]["method"])
-    paper = t["epochs"][t["epochs"]["stage"].str.endswith(dec.PAPER_LR) & ~t["epochs"]["stage"].str.startswith("stage 1")]
-    assert (paper["lr"] == cfg.head_lr).all() and paper["stage"].str.startswith("expert").sum() == 2
-    chosen = dec.train_ops(cfg, 0, Setting("iid"), bb, store, lrs={"residual": 0.003})
-    again = dec.paper_lr_run(cfg, 0, Setting("iid"), bb, store)  # from the cache now
-    assert again.red.lrs == {} and chosen.red.lrs == {"residual": 0.003}
-    assert again.red.head is not None and torch.equal(again.red.head.weight, chosen.red.head.weight)
-    assert not torch.equal(again.red.residuals[0].V.weight, chosen.red.residuals[0].V.weight)
-    assert torch.equal(next(again.red.experts[0].parameters()), next(chosen.red.experts[0].parameters()))
-    assert dec.paper_lr_run(replace(cfg, paper_lrs_beside=False), 0, Setting("iid"), bb, store) is None
-    assert dec.paper_lr_run(replace(cfg, head_lr_grid="none"), 0, Setting("iid"), bb, store) is None
+    cfg = replace(cfg, lr=1e-4, head_lr=1e-4)  # the protocol's rates, one cell of the 2x2
+    att = dec.attribution(cfg, bb, store)
+    assert len(att) == 4 and set(zip(att["stage 1 lr"], att["small stages lr"])) == {
+        (a, b) for a in dec.ATTRIBUTION_RATES for b in dec.ATTRIBUTION_RATES}
+    assert att.groupby("stage 1 lr")["stage 1 val loss"].nunique().eq(1).all()
+    assert att[["RED", "softmax MoE", "AllFix (equal weights)"]].stack().between(0, 1).all()
+    own = dec.train_ops(cfg, 0, Setting("iid"), bb, store)
+    lrs = {k: 1e-3 for k in dec.STAGE_KINDS_SMALL} | {"stage1": 1e-4}
+    other = dec.train_ops(cfg, 0, Setting("iid"), bb, store, lrs)  # from the cache now
+    assert torch.equal(own.red.head.weight, other.red.head.weight)
+    assert {e["lr"] for e in other.red.epochs if e["stage"] != "stage 1"} == {1e-3}
+    assert not torch.equal(own.red.residuals[0].V.weight, other.red.residuals[0].V.weight)
     with pytest.raises(ValueError, match="changes stage 1"):
-        retrain_residuals(replace(cfg, lr=0.05), chosen.red, chosen.encoder, store)
+        retrain_residuals(replace(cfg, lr=0.05), own.red, own.encoder, store)
 
 
 def test_executor_follows_the_chain_and_flags_no_program(tiny_run):

@@ -199,3 +199,38 @@ def test_a_pages_extensions_sit_in_a_table_of_their_own_with_the_rules_word():
     ext = ledger.extension_table(measured)
     assert list(ext.index) == ["t1.red.acc"] and ext.loc["t1.red.acc", "pairs split"] == "0.5 (does not hold)"
     assert ledger.extension_table({"t1.moe.acc": measured["t1.moe.acc"]}).empty
+
+
+def test_an_order_needs_a_difference_001_beyond_its_spread():
+    """The minimum effect: a paired difference beyond its spread but by less than 0.01 is a tie; by 0.01 or more
+    it decides the order."""
+    from redlib.core import measure
+
+    claim = {"kind": "order", "paper": None}
+    small = measure.ordering(pd.DataFrame({"RED": [0.905, 0.906, 0.905], "MoE": [0.90, 0.90, 0.90]}), ["RED", "MoE"])
+    assert ledger.verdict(claim, small) == "partly" and ledger.note(claim, small).startswith("tie")
+    large = measure.ordering(pd.DataFrame({"RED": [0.915, 0.916, 0.915], "MoE": [0.90, 0.90, 0.90]}), ["RED", "MoE"])
+    assert ledger.verdict(claim, large) == "holds"
+
+
+def test_a_comparison_whose_every_value_is_at_the_ceiling_is_untestable_whichever_way_it_goes():
+    """Decided either way, an order or an effect among values all >= 0.995 is untestable here; a value claim at the
+    ceiling is still judged as a value; one value below the ceiling makes the comparison testable."""
+    from redlib.core import measure
+
+    claim = {"kind": "order", "paper": None}
+    up = measure.ordering(pd.DataFrame({"RED": [0.9999, 0.9998, 0.9999], "MoE": [0.996, 0.9955, 0.996]}), ["RED", "MoE"])
+    down = measure.ordering(pd.DataFrame({"RED": [0.996, 0.9955, 0.996], "MoE": [0.9999, 0.9998, 0.9999]}), ["RED", "MoE"])
+    assert ledger.verdict(claim, up) == ledger.verdict(claim, down) == "untestable here"
+    effect = measure.order([False, True], False, compared=[1.0, 1.0, 0.999, 1.0])  # a change among values at 1.000
+    assert ledger.verdict(claim, effect) == "untestable here"
+    assert ledger.verdict(claim, {**effect, "compared": [1.0, 0.9]}) == "partly"
+    assert ledger.verdict(load_claims()["t1.red.acc"], {"value": 1.0, "per_seed": [1.0, 1.0]}) != "untestable here"
+
+
+def test_the_only_method_above_a_bound_is_judged_against_every_other_methods_lowest_range():
+    claim = load_claims()["t1.red.all_ranges_high"]
+    entry = {"value": 0.9, "per_seed": [0.9, 0.92], "bound": [0.8, 1.0], "others_lowest": {"MoE": 0.7, "head": 0.5}}
+    assert ledger.verdict(claim, entry) == "holds"
+    assert ledger.verdict(claim, {**entry, "others_lowest": {"MoE": 0.85, "head": 0.5}}) == "does not hold"
+    assert ledger.verdict(claim, {**entry, "per_seed": [0.9, 0.7]}) == "partly"

@@ -137,15 +137,23 @@ def test_each_claim_kind_gets_its_verdict_from_the_ledger():
 
 
 
-def test_mixture_logits_keep_the_argmax_of_the_mixture_probabilities_exactly(run):
-    """Saturated experts make near-ties in probability space; the method's log-probabilities must not merge them."""
+def test_mixtures_in_log_space_keep_apart_what_float32_probabilities_tie(run):
+    """Saturated experts tie in a float32 sum of probabilities (argmax then picks the lowest class); the mixture in
+    log space is the float64 mixture's, and `float32_ties` counts the inputs the old sum tied."""
     r, _ = run
     h = torch.randn(4000, D, generator=torch.Generator().manual_seed(1)) * 30  # far outside: experts saturate
     d = torch.zeros(4000, dtype=torch.long)
-    probs = ProbMixture(r.experts)(h, torch.full((4000, K), 1 / K))
-    logits, _ = methods.methods(r)["uniform averaging"](h, d)
-    assert torch.equal(logits.argmax(1), probs.argmax(1))
-    assert (probs.log().argmax(1) != probs.argmax(1)).any()  # a float32 log would have changed some answers
+    alpha = torch.full((4000, K), 1 / K)
+    uniform = methods.methods(r)["uniform averaging"]
+    log_p, _ = uniform(h, d)
+    exact = torch.stack([e(h).double().log_softmax(-1) for e in r.experts], 1).exp().mean(1)  # float64 mixture
+    old = ProbMixture(r.experts)(h, alpha)  # float32 probabilities, the computation before
+    ties = torch.as_tensor(methods.float32_ties(uniform, h, d))
+    assert ties.any() and not torch.as_tensor(methods.float32_ties(methods.methods(r)["RED"], h, d)).any()
+    torch.testing.assert_close(log_p.double(), exact.log(), rtol=0, atol=1e-4)
+    decided = exact.log().topk(2, 1).values.diff(dim=1).abs()[:, 0] > 1e-5  # a winner beyond float32's log rounding
+    assert torch.equal(log_p.argmax(1)[decided], exact.argmax(1)[decided])
+    assert (old.argmax(1)[ties] != log_p.argmax(1)[ties]).any()  # the old ties had hidden real differences
 
 
 def test_subsample_picks_a_reproducible_fraction_of_distinct_rows():

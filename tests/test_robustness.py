@@ -189,7 +189,8 @@ def test_costs_are_read_from_the_pages_own_runs_and_count_their_runs(tmp_path):
 
 def test_the_plug_in_claim_fails_when_a_removal_moves_another_domain():
     rows = lambda change: pd.DataFrame([  # noqa: E731
-        {"task": "Task 1", "seed": 0, "method": m, "expert": "R1", "domain": d, "change": c}
+        {"task": "Task 1", "seed": 0, "method": m, "expert": "R1", "domain": d, "change": c, "before": 0.9,
+         "accuracy": 0.9 + c}
         for m in ("RED", "softmax MoE") for d, c in (("R1 [2, 20]", -0.9), ("R2 [21, 40]", change))])
     added = pd.DataFrame([{"task": "Task 1", "seed": 0, "system": s, "domain": "R1", "accuracy": 0.9,
                            "identical_to_all_at_once": True}
@@ -198,6 +199,7 @@ def test_the_plug_in_claim_fails_when_a_removal_moves_another_domain():
     bad = rr.plug_in({"removed": rows(-0.05), "replaced": rows(0.0), "added": added}, "Task 1", 0.02)
     assert ok["per_seed"] == [True] and bad["per_seed"] == [False]
     assert bad["value"]["removal: largest change on other domains"] == pytest.approx(0.05)
+    assert ok["compared"] == pytest.approx([0.9, 0.91, 0.9, 0.9])  # what the ledger's ceiling rule reads
 
 
 def test_replace_keeps_the_other_experts_objects(loaded):

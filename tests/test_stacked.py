@@ -97,3 +97,17 @@ def test_a_stack_rejects_what_it_cannot_train():
         stack([torch.nn.LayerNorm(D), torch.nn.LayerNorm(D)])
     with pytest.raises(ValueError, match="one train set"):
         fit_stacked(models, logits, train[:1], val, [cfg, cfg])
+
+
+def test_the_convergence_rule_doubles_each_experts_cap_as_its_separate_fit_does():
+    """With the cap-doubling rule, each expert trains on past its cap while it improves, and ends at the epoch and cap
+    its separate fit under the same rule ends at (and at least one needed a doubling)."""
+    make, logits = KINDS["linear expert"]
+    train, val, models = _setup(make, sizes=(150, 200, 121, 33))
+    separate = copy.deepcopy(models)
+    cfgs = [TrainConfig(lr=3e-3, max_epochs=3, patience=2, seed=1, double_cap=True) for _ in models]
+    want = _separate(separate, logits, train, val, cfgs)
+    got = fit_stacked(models, logits, train, val, cfgs)
+    assert any(r.cap > 3 for r in want) and all(r.stopped_early for r in want)
+    assert [(r.best_epoch, len(r.history), r.cap) for r in got] == [(r.best_epoch, len(r.history), r.cap) for r in want]
+    assert _gap(models, separate) < BOUND

@@ -13,6 +13,9 @@ from redlib.red.clock import timed
 from redlib.speed import stage1_runs
 
 
+GRID = "0.0001,0.0003,0.001,0.003"  # the learning-rate grid, an extension the pages no longer run by default
+
+
 def _state(st) -> dict[str, torch.Tensor]:
     """Stage 1's trained weights: the encoder's top blocks and the global head."""
     top = {k: v.clone() for k, v in st.encoder.trainable().state_dict().items()}
@@ -20,7 +23,7 @@ def _state(st) -> dict[str, torch.Tensor]:
 
 
 def test_stage1_runs_trained_side_by_side_are_a_serial_runs_bit_for_bit(tiny_qwen, tmp_path, monkeypatch):
-    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=2)
+    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=2, head_lr_grid=GRID)
     bb = ranges.backbone(cfg)
     runs = stage1_runs.grid_runs(cfg)[:2] + [(task1.Setting("pairs"), cfg.seed + 1, cfg.lr)]
     monkeypatch.setenv("REDLIB_WORKERS", "2")
@@ -54,7 +57,7 @@ def test_stage1_runs_trained_side_by_side_are_a_serial_runs_bit_for_bit(tiny_qwe
 
 
 def test_the_page_runs_are_every_setting_and_seed_at_its_rate():
-    cfg = task1.Task1Config.from_params(profile="full")
+    cfg = task1.Task1Config.from_params(profile="full", head_lr_grid=GRID, stage1_paper_beside=True)
     choice = ranges.LrChoice({"stage1": 3e-4, "expert": 1e-3})
     runs = stage1_runs.page_runs(cfg, choice)
     assert len(runs) == sum(len(cfg.seeds_for(st)) for st in cfg.settings)
@@ -69,7 +72,7 @@ def test_overlap_shares_divide_each_moment_among_the_runs_then():
 
 
 def test_without_the_memory_for_two_workers_the_runs_train_in_the_page(tiny_qwen, tmp_path, monkeypatch):
-    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=2)
+    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=2, head_lr_grid=GRID)
     bb = ranges.backbone(cfg)
     monkeypatch.setenv("REDLIB_WORKERS", "2")
     monkeypatch.setattr(stage1_runs.psutil, "virtual_memory", lambda: type("Memory", (), {"available": 2**30})())
@@ -125,7 +128,7 @@ def test_the_step_decomposition_trains_its_op_experts_stage_1_tries_side_by_side
 
 
 def test_without_its_rungs_cached_no_rate_is_trained_to_the_end_beforehand(tiny_qwen, tmp_path):
-    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), lr_rung=1)
+    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), lr_rung=1, head_lr_grid=GRID)
     bb = ranges.backbone(cfg)
     assert stage1_runs.rung_survivors(cfg, bb, Store(tmp_path)) == []  # the page's selection runs the rungs first
     assert stage1_runs.rung_survivors(replace(cfg, lr_rung=0), bb, Store(tmp_path)) == cfg.lr_grid()

@@ -54,3 +54,33 @@ def test_fit_is_reproducible_and_trains_only_unfrozen_parameters():
         assert torch.equal(m[0].weight, frozen)
         models.append(m)
     assert state_equal(*models)
+
+
+def _slow_fit(max_epochs: int, double_cap: bool, patience: int = 3):
+    """A fit that improves for many epochs at a small rate (validation = train, a linear target)."""
+    torch.manual_seed(2)
+    x = torch.randn(64, 3)
+    y = x @ torch.tensor([[1.0], [-2.0], [0.5]])
+    model = nn.Linear(3, 1)
+    cfg = TrainConfig(lr=0.01, weight_decay=0.0, batch_size=16, virtual_batch=16, max_epochs=max_epochs,
+                      patience=patience, seed=1, double_cap=double_cap, min_delta=1e-4)
+    return model, fit(model, mse, (x, y), (x, y), cfg)
+
+
+def test_the_convergence_rule_doubles_the_cap_until_patience_stops_the_fit():
+    """A fit still improving at its cap trains on under the doubled cap, and ends exactly as a re-run with the cap
+    that the rule reached: same epochs, same kept state (the rule is the re-run, without training twice)."""
+    capped_model, capped = _slow_fit(5, double_cap=False)
+    assert not capped.stopped_early and len(capped.history) == capped.cap == 5
+    model, res = _slow_fit(5, double_cap=True)
+    assert res.stopped_early and res.cap in [5 * 2**k for k in range(1, 12)]
+    assert res.cap // 2 < len(res.history) <= res.cap  # it needed the last doubling, and patience ended it
+    again_model, again = _slow_fit(res.cap, double_cap=False)
+    assert again.history == res.history and again.best_epoch == res.best_epoch
+    assert state_equal(model, again_model)
+    assert res.history[:5] == capped.history  # the first 5 epochs are the capped fit's
+
+
+def test_a_fit_that_stops_by_patience_before_its_cap_keeps_its_cap():
+    model, res = _slow_fit(10_000, double_cap=True)
+    assert res.stopped_early and res.cap == 10_000 and len(res.history) < 10_000

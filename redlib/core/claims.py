@@ -100,16 +100,17 @@ def direction(per_seed: list[Any], paper: Any) -> str:
 
 
 CEILING = 0.995  # scores at or above it on both sides of a comparison leave no room to show an order
+MIN_EFFECT = 0.01  # an order needs a paired difference at least this far beyond its spread (fixed in advance)
 
 
 def pair_outcome(above: list[float], below: list[float]) -> tuple[str, float, float]:
     """Whether 'above > below' is decided by paired seeds: 'above' when the mean difference exceeds the spread (sd)
-    of the per-seed differences, 'below' when it does so the other way, else 'tie' (one seed has no spread: a tie
-    unless the two are equal); with the mean difference and that spread."""
+    of the per-seed differences by at least MIN_EFFECT, 'below' when it does so the other way, else 'tie' (one
+    seed has no spread: a tie); with the mean difference and that spread."""
     d = np.asarray(above, float) - np.asarray(below, float)
     gap = float(d.mean())
     spread = float(d.std(ddof=1)) if len(d) > 1 else float("nan")
-    if len(d) > 1 and abs(gap) > spread:
+    if len(d) > 1 and abs(gap) >= spread + MIN_EFFECT:
         return ("above" if gap > 0 else "below"), gap, spread
     return "tie", gap, spread
 
@@ -137,6 +138,21 @@ def paired_order_verdict(pairs: list[dict[str, Any]]) -> tuple[str, str]:
         words = "tie: " + "; ".join(w for w, _ in ties)
         return ("untestable here" if all(c for _, c in ties) else "partly"), words
     return "holds", ""
+
+
+def compared_values(entry: dict[str, Any]) -> list[float]:
+    """Every value a comparison or effect claim compares (mean over seeds): its pairs' two sides, or the
+    `compared` values its page recorded ([]: none recorded, a claim about one method's value)."""
+    if entry.get("pairs"):
+        return [float(np.mean(p[side])) for p in entry["pairs"] for side in ("above_values", "below_values")]
+    return [float(v) for v in entry.get("compared", [])]
+
+
+def untestable(entry: dict[str, Any]) -> bool:
+    """The ceiling rule: a claim that compares methods or measures an effect, where every value it compares is at
+    least CEILING, is untestable here, whichever way it would be decided."""
+    values = compared_values(entry)
+    return bool(values) and min(values) >= CEILING
 
 
 def at_ceiling(pair: dict[str, Any]) -> bool:

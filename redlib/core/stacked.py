@@ -29,7 +29,7 @@ from torch.optim.adamw import adamw as adamw_update
 from tqdm import tqdm
 
 from .runtime import generator
-from .train import ADAMW, FitResult, TrainConfig, progress_enabled
+from .train import ADAMW, FitResult, TrainConfig, next_cap, progress_enabled
 
 # logits(model, h): the stage's answer for features h (..., d) -> (..., C); its loss is cross-entropy against y
 LogitsFn = Callable[[nn.Module, Tensor], Tensor]
@@ -136,6 +136,9 @@ def fit_stacked(models: Sequence[nn.Module], logits: LogitsFn, trains: Sequence[
     results = [FitResult() for _ in models]
     waited = [0] * E
     live = [k for k in range(E) if cfgs[k].max_epochs and n_batches[k]]
+    caps = [c.max_epochs or 0 for c in cfgs]  # each expert's cap, doubled by the convergence rule as `train.fit`'s
+    for k in range(E):
+        results[k].cap = caps[k]
     bar = tqdm(total=max((c.max_epochs or 0) for c in cfgs), desc=desc, leave=False, disable=not progress_enabled(),
                mininterval=1.0)
     epoch = 0
@@ -157,9 +160,12 @@ def fit_stacked(models: Sequence[nn.Module], logits: LogitsFn, trains: Sequence[
             else:
                 waited[k] += 1
                 res.stopped_early = waited[k] >= cfg.patience
-            if res.stopped_early or epoch + 1 >= cfg.max_epochs:
+            if not res.stopped_early:
+                caps[k] = res.cap = next_cap(epoch + 1, caps[k], cfg)
+            if res.stopped_early or epoch + 1 >= caps[k]:
                 live.remove(k)
         epoch += 1
+        bar.total = max([caps[k] for k in live] + [epoch])
         bar.update()
         bar.set_postfix(training=len(live), refresh=False)
     bar.close()

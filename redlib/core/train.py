@@ -46,6 +46,11 @@ class TrainConfig(TrainSettings):
     seed: int = 0
     desc: str = "train"
     optimizer: str = ADAMW
+    double_cap: bool = False  # the convergence rule: a fit that reaches its cap trains on with the cap doubled
+
+
+# the convergence rule never doubles a cap past this (a fit still improving there ends with `stopped_early` False)
+CAP_LIMIT = 100_000
 
 
 def adamw(params: list[nn.Parameter], lr: float, weight_decay: float, kind: str = ADAMW) -> torch.optim.AdamW:
@@ -65,6 +70,17 @@ class FitResult:
     best_epoch: int = -1
     best_val_loss: float = math.inf
     stopped_early: bool = False
+    cap: int = 0  # the epoch cap it ended under: the config's, or that cap doubled as often as the rule asked
+
+
+def next_cap(epochs_run: int, cap: int, cfg: TrainConfig) -> int:
+    """The convergence rule, after `epochs_run` epochs under `cap` without early stopping: the cap it trains on under
+    (`cap` while below it; at it, doubled when `cfg.double_cap`, else unchanged: the fit ends). Nothing in a fit
+    depends on its cap but where it ends, so training on under the doubled cap is the re-run with the cap doubled,
+    bit for bit (`tests/test_train.py`)."""
+    if epochs_run < cap or not cfg.double_cap:
+        return cap
+    return min(2 * cap, CAP_LIMIT) if cap < CAP_LIMIT else cap
 
 
 def still_improving(best_epoch, max_epochs, patience):
@@ -116,8 +132,10 @@ def fit(model: nn.Module, loss_fn: LossFn, train: Batch, val: Batch, cfg: TrainC
     result = FitResult()
     best_state = copy.deepcopy(model.state_dict())
     waited = 0
-    bar = tqdm(range(cfg.max_epochs), desc=cfg.desc, leave=False, disable=not progress_enabled(), mininterval=1.0)
-    for epoch in bar:
+    cap = cfg.max_epochs
+    bar = tqdm(total=cap, desc=cfg.desc, leave=False, disable=not progress_enabled(), mininterval=1.0)
+    epoch = 0
+    while epoch < cap:
         model.train()
         order = torch.randperm(n, generator=gen)
         opt.zero_grad(set_to_none=True)
@@ -144,7 +162,12 @@ def fit(model: nn.Module, loss_fn: LossFn, train: Batch, val: Batch, cfg: TrainC
             if waited >= cfg.patience:
                 result.stopped_early = True
                 break
+        epoch += 1
+        bar.update()
+        cap = next_cap(epoch, cap, cfg)
+        bar.total = cap
     bar.close()
+    result.cap = cap
     model.load_state_dict(best_state)
     model.eval()
     return result

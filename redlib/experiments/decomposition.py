@@ -27,6 +27,7 @@ from ..models.backbone import Backbone
 from ..models.tagger import TAGS, Tagger, predict_tags, tag_of, tagging_loss
 from ..red import methods
 from ..red.pipeline import RedConfig
+from ..red.types import STAGE_KINDS as RED_KINDS
 from ..red.selection import LrChoice
 from ..tasks.arithmetic import MIN_SUM
 from ..tasks.mixed import OPS, make_task2, step_pairs, step_text
@@ -55,17 +56,18 @@ class DecompositionConfig(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
     tagger_lr: float = param(0.001, "AdamW learning rate of the decomposer")
     tagger_epochs: int | None = param(None, "cap for the decomposer")
     tagger_samples: int | None = param(None, "train expressions the decomposer learns from (val: an eighth)")
-    paper_lrs_beside: bool = param(True, "also run every routing over op experts trained at the paper's lr and head_lr, "
-                                         "shown beside (an extension)")
+    attribution: bool = param(True, "also run, on the first seed of the claims' setting, the 2x2 of stage 1 at 1e-3 or "
+                                    "1e-4 and every small stage at 1e-3 or 1e-4, each under the same convergence rule "
+                                    "(an extension: what moves execution)")
 
     NOTEBOOK: ClassVar[str] = "step_decomposition"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"lr_rung": 0, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
+        "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
                   "backbone_patience": 3, "split_seeds": 1, "op_samples": 1000, "tagger_epochs": 3,
                   "tagger_samples": 2000, "splits_reported": "iid,isolated", "digits_variant_on": "none",
                   "stage1_paper_beside": False},
-        "full": {"lr_rung": 5, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
-                 "backbone_patience": 10, "split_seeds": 1, "op_samples": 20_000, "tagger_epochs": 10,
+        "full": {"double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
+                 "split_seeds": 1, "op_samples": 20_000, "tagger_epochs": 10,
                  "tagger_samples": 4000, "splits_reported": "iid,isolated", "digits_variant_on": "none",
                  "stage1_paper_beside": False},
     }
@@ -79,7 +81,7 @@ class DecompositionConfig(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
         self.require_finite("tagger_lr")
         if self.stage1_paper_beside:
             raise ParameterError("parameter 'stage1_paper_beside' must be False on the step decomposition: its "
-                                 "paper-lr extension (paper_lrs_beside) already runs stage 1 at the paper's rate")
+                                 "attribution already runs stage 1 at two rates")
 
     def data_words(self) -> str:
         return (f"step mix `{self.step_mix}`, {self.op_samples} training steps per operation, the decomposer trained "
@@ -88,13 +90,6 @@ class DecompositionConfig(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
     def stage1_data(self, seed: int, setting: Setting) -> tuple[str, dict[str, pd.DataFrame], dict, ranges.Domain]:
         """Stage 1 here trains on the op experts' single steps (`_ops_data`), not on the programs."""
         return (NAMESPACE, *_ops_data(self, seed, setting), OPS_DOMAIN)
-
-    @property
-    def runs_paper_lr(self) -> bool:
-        """Whether the paper's head_lr runs as an extension beside the chosen rates (asked for, and not the main run
-        already, as it is with `head_lr_grid='none'`)."""
-        return self.paper_lrs_beside and bool(self.lr_grid())
-
 
 def op_frames(cfg: DecompositionConfig, seed: int, number_format: str) -> dict[str, pd.DataFrame]:
     """Single-step samples per operation (train, val: drawn from every possible step) and every step once (test)."""
@@ -132,16 +127,30 @@ def train_ops(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbon
     return ranges.run_on(cfg, NAMESPACE, seed, setting, frames, key, bb, store, OPS_DOMAIN, lrs)
 
 
-PAPER_LR = " at the paper's lr"  # appended to a routing's or stage's name in the paper-lr extension
+# the attribution's rates (stage 1, small stages): 1e-3 is where the learning-rate grid put both, 1e-4 the paper's
+ATTRIBUTION_RATES = (1e-3, 1e-4)
+STAGE_KINDS_SMALL = [k for k in RED_KINDS if k not in ("prefix", "stage1", "features")]
 
 
-def paper_lr_run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone,
-                 store: Store) -> ranges.RangeRun | None:
-    """The op experts with stage 1 at the paper's `lr` and every small stage at its `head_lr` (cached); None when off,
-    or when the main run already uses them (`head_lr_grid='none'`)."""
-    if not cfg.runs_paper_lr:
-        return None
-    return train_ops(cfg, seed, setting, bb, store, lrs={})
+def attribution(cfg: DecompositionConfig, bb: Backbone, store: Store) -> pd.DataFrame:
+    """The 2x2 on the first seed of the claims' setting: stage 1 at each rate x every small stage at each rate (each
+    stage under the config's convergence rule), and how each routing executes the true programs over those op
+    experts. One row per cell; the cell at the config's own rates is the claims' run, loaded from the cache."""
+    main, seed = cfg.settings[0], cfg.seed
+    test = make_task2(spec_for(cfg, seed, main))["test"]
+    truth = list(zip(test["operands"], test["ops"]))
+    rows = []
+    for stage1_lr in ATTRIBUTION_RATES:
+        for small_lr in ATTRIBUTION_RATES:
+            lrs = {kind: small_lr for kind in STAGE_KINDS_SMALL} | {"stage1": stage1_lr}
+            ops = train_ops(cfg, seed, main, bb, store, lrs)
+            answers = execute(ops, truth, main.number_format)
+            stage1 = next(e for e in ops.red.epochs if e["stage"] == "stage 1")
+            single = ranges.evaluate(ops)["overall"].set_index("method")["accuracy"]
+            rows.append({"stage 1 lr": stage1_lr, "small stages lr": small_lr, "stage 1 val loss": stage1["val loss"],
+                         "oracle single steps": float(single["oracle experts"]),
+                         **{name: accuracy(test["answer"].to_numpy(), answers[name]) for name in PAPER_KEYS}})
+    return pd.DataFrame(rows).assign(seed=seed, run=main.label)
 
 
 def execute(ops: ranges.RangeRun, programs: list[Program | None], number_format: str,
@@ -281,11 +290,10 @@ def decompose(model: Tagger, bb: Backbone, df: pd.DataFrame) -> list[Program | N
 def run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store,
         lrs: dict[str, float] | None = None) -> dict[str, pd.DataFrame]:
     """One seed and setting: op experts (small stages at `lrs`), decomposer, and the test programs executed with true
-    and decoded programs; beside them (`paper_lrs_beside`) every routing over op experts trained at the paper's lr."""
+    and decoded programs."""
     spec = spec_for(cfg, seed, setting)
     frames = make_task2(spec)
     ops = train_ops(cfg, seed, setting, bb, store, lrs)
-    paper = paper_lr_run(cfg, seed, setting, bb, store)
     tagger = train_decomposer(cfg, seed, frames, {"spec": asdict(spec)}, bb, store)
     test = frames["test"]
     truth = list(zip(test["operands"], test["ops"]))
@@ -294,9 +302,6 @@ def run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, sto
     rows = []
     for source, programs in (("true programs", truth), ("decomposer's programs", decoded)):
         answers_by = execute(ops, programs, setting.number_format)
-        if paper is not None:
-            answers_by |= execute(paper, programs, setting.number_format,
-                                  {name + PAPER_LR: ROUTINGS[name] for name in PAPER_KEYS})
         for name, answers in answers_by.items():
             for k in ["all", *sorted(test["steps"].unique())]:
                 sel = np.ones(len(test), bool) if k == "all" else (test["steps"] == k).to_numpy()
@@ -305,13 +310,8 @@ def run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, sto
                              "macro_f1": macro_f1(y, p, np.unique(y))})
     decomp = test[["phrasing", "steps"]].assign(exact=exact, no_program=[d is None for d in decoded])
     scores = ranges.evaluate(ops)
-    op_experts, epochs = [scores["overall"]], [scores["epochs"]]
-    if paper is not None:
-        again = ranges.evaluate(paper)
-        op_experts.append(again["overall"].assign(method=again["overall"]["method"] + PAPER_LR))
-        epochs.append(again["epochs"].assign(stage=again["epochs"]["stage"] + PAPER_LR))
     return {"execution": ops.tag(pd.DataFrame(rows)), "decomposer": ops.tag(decomp),
-            "op_experts": pd.concat(op_experts, ignore_index=True), "epochs": pd.concat(epochs, ignore_index=True),
+            "op_experts": scores["overall"], "epochs": scores["epochs"],
             "examples": _examples(ops, test, decoded, setting)}
 
 
@@ -341,17 +341,13 @@ def decomposer_table(decomposer: pd.DataFrame) -> pd.DataFrame:
 
 
 def claims(cfg: DecompositionConfig, t: dict[str, pd.DataFrame]) -> dict[str, dict]:
-    """sd.* in the claims' setting with the true programs (the paper's study); the decomposer's programs, the other
-    settings and the paper's learning rate for every stage beside them as extensions."""
+    """sd.* in the claims' setting with the true programs (the paper's study); the decomposer's programs and the other
+    settings beside them as extensions."""
     main, *others = cfg.settings
     out = _measured(t, main, "true programs")
     extra = {f"{st.description}, true programs": _measured(t, st, "true programs") for st in others}
     extra |= {f"{st.description}, decomposer's programs": _measured(t, st, "decomposer's programs")
               for st in cfg.settings}
-    if cfg.runs_paper_lr:
-        extra[f"{main.description}, true programs, stage 1 and every small stage at the paper's lr ({cfg.lr:g}, "
-              f"{cfg.head_lr:g})"] = \
-            _measured(t, main, "true programs", PAPER_LR)
     for label, entries in extra.items():
         for cid, entry in entries.items():
             if cid in out and cid != "sd.decomposer.exact":
@@ -359,16 +355,16 @@ def claims(cfg: DecompositionConfig, t: dict[str, pd.DataFrame]) -> dict[str, di
     return out
 
 
-def _measured(t: dict[str, pd.DataFrame], st: Setting, source: str, suffix: str = "") -> dict[str, dict]:
+def _measured(t: dict[str, pd.DataFrame], st: Setting, source: str) -> dict[str, dict]:
     ex = t["execution"][(t["execution"]["run"] == st.label) & (t["execution"]["programs"] == source)]
     common = {"run": st.label, "programs": source}
     out = {}
     for name, key in PAPER_KEYS.items():
-        mine = ex[ex["routing"] == name + suffix].pivot_table(index="seed", columns="steps", values="accuracy")
+        mine = ex[ex["routing"] == name].pivot_table(index="seed", columns="steps", values="accuracy")
         out[f"sd.{key}.acc"] = {"value": mine.mean().to_dict(), "per_seed": [r.to_dict() for _, r in mine.iterrows()],
                                 **common}
     acc = ex[ex["steps"] == "all"].pivot_table(index="seed", columns="routing", values="accuracy")
-    acc = acc[[n + suffix for n in PAPER_KEYS]].set_axis(list(PAPER_KEYS), axis=1)
+    acc = acc[list(PAPER_KEYS)]
     out["sd.order"] = {**measure.ordering(acc, list(PAPER_KEYS)), **common}
     dec = t["decomposer"][t["decomposer"]["run"] == st.label].groupby("seed")["exact"].mean()
     out["sd.decomposer.exact"] = measure.bound(dec, 0.95, 1.0, run=st.label,

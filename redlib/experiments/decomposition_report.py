@@ -1,8 +1,8 @@
-"""An analysis of the step-decomposition page beside its claims: how program execution depends on stage 1.
+"""An analysis of the step-decomposition page beside its claims: what moves program execution.
 
 RED's op experts are residuals read out through stage 1's frozen head; the softmax MoE's experts carry heads of
-their own. Every stage-1 run the page made (each seed, with the chosen rate and with the paper's) is one point:
-its validation loss against the accuracy each routing executes the true programs with.
+their own. The 2x2 attribution (`decomposition.attribution`) trains stage 1 and the small stages each at 1e-3 and
+1e-4 on one seed, so that a change of execution can be laid at one of them.
 """
 
 from __future__ import annotations
@@ -10,27 +10,34 @@ from __future__ import annotations
 import pandas as pd
 
 from ..core.claims import listing, load_claims, verdict_keys
-from ..red import selection
 from . import range_tables
-from .decomposition import PAPER_KEYS, PAPER_LR, DecompositionConfig, execution_table
+from .decomposition import PAPER_KEYS, DecompositionConfig, execution_table
 
 METHODS = ("RED", "softmax MoE")
 
 
-def stage1_dependence(t: dict[str, pd.DataFrame], run: str) -> pd.DataFrame:
-    """One row per stage-1 run of setting `run` (seed, rate): stage 1's validation loss, and RED's and the softmax
-    MoE's accuracy on the true programs (all steps) over op experts trained on that stage 1."""
-    ep, ex = t["epochs"], t["execution"]
-    ex = ex[(ex["run"] == run) & (ex["programs"] == "true programs") & (ex["steps"].astype(str) == "all")]
-    rows = []
-    for suffix, which in (("", "the chosen rate"), (PAPER_LR, "the paper's rate")):
-        s1 = ep[(ep["run"] == run) & (ep["stage"] == "stage 1" + suffix)]
-        for seed, loss, lr in zip(s1["seed"], s1["val loss"], s1["lr"]):
-            acc = ex[ex["seed"] == seed].set_index("routing")["accuracy"]
-            if all(m + suffix in acc for m in METHODS):
-                rows.append({"seed": int(seed), "stage 1 at": which, "lr": lr, "stage 1 val loss": loss,
-                             **{m: float(acc[m + suffix]) for m in METHODS}})
-    return pd.DataFrame(rows)
+def attribution_effects(att: pd.DataFrame) -> dict[str, float]:
+    """From the 2x2: each factor's effect on each method's execution accuracy, averaged over the other factor's two
+    levels (1e-4 minus 1e-3), as `sd_att_<factor>_<method key>`."""
+    out = {}
+    for factor, key in (("stage 1 lr", "stage1"), ("small stages lr", "small")):
+        for m in METHODS:
+            by = att.groupby(factor)[m].mean()
+            out[f"sd_att_{key}_{PAPER_KEYS[m]}"] = float(by.get(1e-4, float("nan")) - by.get(1e-3, float("nan")))
+    return out
+
+
+def attribution_words(att: pd.DataFrame | None) -> str:
+    """What the 2x2 shows, in a sentence: which factor moves each method's execution more."""
+    if att is None or att.empty:
+        return "not run (`attribution=False`)"
+    eff = attribution_effects(att)
+    parts = []
+    for m in METHODS:
+        s1, sm = eff[f"sd_att_stage1_{PAPER_KEYS[m]}"], eff[f"sd_att_small_{PAPER_KEYS[m]}"]
+        which = "stage 1's rate" if abs(s1) > abs(sm) else "the small stages' rate"
+        parts.append(f"{m}'s moves more with {which} (from 1e-3 to 1e-4: stage 1 {s1:+.3f}, small stages {sm:+.3f})")
+    return "; ".join(parts)
 
 
 def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
@@ -39,10 +46,8 @@ def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str
     true, dec = (execution_table(t["execution"], main, s)["all"] for s in ("true programs", "decomposer's programs"))
     single = t["op_experts"].groupby("method")["accuracy"].mean()
     ep = t["epochs"]
-    residual = ep[ep["stage"].str.startswith("residual") & ~ep["stage"].str.endswith(PAPER_LR)]
-    paper_lr = PAPER_LR if cfg.runs_paper_lr else None
+    residual = ep[ep["stage"].str.startswith("residual")]
     return {
-        **selection.found("sd", cfg, t.get("lr_selection")),
         "sd_stage1_far": range_tables.far_seeds_words(range_tables.stage1_seeds(ep, main)), "sd_setting": main,
         **{f"sd_true_{k}": true[m] for m, k in PAPER_KEYS.items()},
         **{f"sd_dec_{k}": dec[m] for m, k in PAPER_KEYS.items()},
@@ -55,8 +60,8 @@ def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str
         "sd_residual_epochs": residual["epochs run"].mean(), "sd_residual_best": residual["best epoch"].mean(),
         "sd_residual_capped": int(range_tables.epochs_table(residual, by=("stage",))["still improving at the cap"].sum()),
         "sd_residual_stages": len(residual), "sd_capped": range_tables.capped_stages(
-            ep, by=("stage",), claims=(ep["run"] == main) & ~ep["stage"].str.endswith(PAPER_LR)),
-        **{f"sd_paperlr_{k}": f"{true[m + paper_lr]:.3f}" if paper_lr else "not run" for m, k in PAPER_KEYS.items()},
-        "sd_paperlr_single": f"{single['RED (true range)' + paper_lr]:.3f}" if paper_lr else "not run",
+            ep, by=("stage",), claims=ep["run"] == main),
+        "sd_attribution": attribution_words(t.get("attribution")),
+        "sd_ties": range_tables.ties_words(t["op_experts"], main),
         **verdict_keys("sd", v),
     }

@@ -29,6 +29,7 @@ from ..red.pipeline import RedConfig, RedRun, TaskData, balanced_subsample, run_
 from ..red.selection import LrChoice
 from ..red.stages import Stages
 from ..tasks.mnist import DOMAIN_NAMES, N_CLASSES, Arrays, check_idx_dir, domain_of, splits, to_tensor
+from . import range_tables
 from .range_tables import capped_stages, far_cause_words, far_seeds_words, stage1_seeds
 from .ranges import METHOD_KEYS, ORDER
 
@@ -74,10 +75,10 @@ class MnistConfig(RedConfig):
     CODE_MOE: ClassVar[bool] = True
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {"judged_forms": FORMS}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"lr_rung": 0, "n_seeds": 1, "max_epochs": 3, "backbone_epochs": 3, "backbone_patience": 3,
+        "smoke": {"double_cap": False, "n_seeds": 1, "max_epochs": 3, "backbone_epochs": 3, "backbone_patience": 3,
                   "head_lr_grid": "none"},
-        "full": {"lr_rung": 5, "n_seeds": 5, "max_epochs": 150, "backbone_epochs": 150, "backbone_patience": 10,
-                 "head_lr_grid": RedConfig.head_lr_grid},
+        "full": {"double_cap": True, "n_seeds": 5, "max_epochs": 150, "backbone_epochs": 150, "backbone_patience": 10,
+                 "head_lr_grid": "none"},
     }
 
     def check(self) -> None:
@@ -235,6 +236,7 @@ def found(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_tra
     return {
         **selection.found("mn", cfg, t.get("lr_selection")),
         "mn_data": cfg.data_label, "mn_n_seeds": seeds_words(len(cfg.seeds)), "mn_n_train": n_train,
+        "mn_ties": range_tables.ties_words(ov),
         "mn_split": "one test split for every seed" if cfg.split_seed is not None else "each seed its own test split",
         **{f"mn_{k}": words(m) for k, m in {**METHOD_KEYS, "uniform_code": CODE_UNIFORM}.items() if m in acc.index},
         **{f"mn_paper_{k}": paper[f"mn.{k}.acc"]["paper"] for k in ("red", "moe", "uniform", "base")},

@@ -40,4 +40,5 @@ def run_decomposition(cfg: DecompositionConfig, bb: Backbone, store: Store) -> T
     stage1_runs.train_grid(cfg, bb, store)
     choice = decomposition.choose(cfg, bb, store)
     tables = [decomposition.run(cfg, s, st, bb, store, choice.lrs) for st, s in ranges.every_run(cfg, "decomposition")]
-    return ranges.stack(tables) | ranges.selection_tables(choice)
+    extra = {"attribution": decomposition.attribution(cfg, bb, store)} if cfg.attribution else {}
+    return ranges.stack(tables) | extra | ranges.selection_tables(choice)

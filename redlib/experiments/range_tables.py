@@ -11,6 +11,7 @@ import pandas as pd
 
 from ..core.claims import load_claims
 from ..core.train import still_improving
+from ..red.methods import TIES
 from .ranges import NEAR, PAPER_KEYS, STAGE1_PAPER, RangeTaskConfig
 
 
@@ -26,15 +27,25 @@ def near_miss_words(overall: pd.DataFrame, method: str) -> str:
 
 
 def overall_summary(overall: pd.DataFrame, prefix: str, extra: tuple[str, ...] = ()) -> pd.DataFrame:
-    """Mean and sd over seeds of accuracy, macro-F1 and boundary accuracy (and `extra` columns) per setting and
-    method, beside the paper's."""
+    """Mean and sd over seeds of accuracy, macro-F1 and boundary accuracy (and `extra` columns, a subset's
+    "<name>_accuracy" shown as "<name>") per setting and method, beside the paper's."""
     paper = load_claims()
     summary = overall.groupby(["run", "method"], sort=False)[["accuracy", "macro_f1", "boundary_accuracy", *extra]].agg(
         ["mean", "std"])
-    summary.columns = [f"{m} {s}" for m, s in summary.columns]
+    summary.columns = [f"{m.removesuffix('_accuracy') if m in extra else m} {s}" for m, s in summary.columns]
     for col, suffix in (("paper accuracy", "acc"), ("paper macro-F1", "f1")):
         summary[col] = [paper.get(f"{prefix}.{PAPER_KEYS.get(m, '-')}.{suffix}", {}).get("paper") for _, m in summary.index]
     return summary.dropna(axis=1, how="all")
+
+
+def ties_words(overall: pd.DataFrame, run: str | None = None) -> str:
+    """Per probability mixture, the test inputs (mean over seeds, in setting `run` or all) whose float32 sum of
+    probabilities, the computation before log space, had two classes tied at the top."""
+    sel = overall if run is None or "run" not in overall else overall[overall["run"] == run]
+    if TIES not in sel:
+        return "not counted (results from before the mixtures moved to log space)"
+    ties = sel.dropna(subset=[TIES]).groupby("method", sort=False)[TIES].mean()
+    return ", ".join(f"{m} {v:.1f}" if v % 1 else f"{m} {v:.0f}" for m, v in ties.items()) + " of each seed's test inputs"
 
 
 def per_range_table(per_range: pd.DataFrame, run_label: str) -> pd.DataFrame:

@@ -27,6 +27,7 @@ from ..red import methods, selection
 from ..red.encoders import TextEncoder
 from ..red.pipeline import RedConfig, RedRun, TaskData, run_red
 from ..red.selection import LrChoice
+from ..red.types import protocol_words
 from ..tasks.arithmetic import BOUNDARY_SUMS, MIN_SUM, N_CLASSES, NUMBER_FORMATS, RANGE_NAMES
 
 SPLIT_LABELS = {"iid": "iid split (the paper's protocol)", "pairs": "pairs split (unseen operand pairs)",
@@ -217,14 +218,11 @@ def backbone(cfg: RangeTaskConfig) -> Backbone:
 
 
 def profile_words(cfg: RangeTaskConfig, bb: Backbone) -> str:
-    """The page's opening line: profile, backbone, which seeds run where, the data (`cfg.data_words()`) and the
-    training caps."""
+    """The page's opening line: profile, backbone, which seeds run where, the data (`cfg.data_words()`) and how
+    the stages trained."""
     return (f"Profile **{cfg.profile}**: backbone `{cfg.backbone}` ({type(bb.full).__name__}, {bb.n_blocks} blocks, "
             f"d = {bb.dim}, top {bb.k} trained), {cfg.runs_label()}, {cfg.data_words()}, dataset `{cfg.dataset_size}`, "
-            f"stage 1 up to {cfg.backbone_epochs} epochs with patience {cfg.backbone_patience or cfg.patience}, other "
-            f"stages up to {cfg.max_epochs} epochs with patience "
-            f"{cfg.patience}, each stage kind (stage 1 included) at the learning rate chosen from {cfg.head_lr_grid} "
-            f"(and up to {cfg.head_lr_extend} rates above it).")
+            f"{protocol_words(cfg)}.")
 
 
 def every_run(cfg: RangeTaskConfig, title: str) -> Iterator[tuple[Setting, int]]:

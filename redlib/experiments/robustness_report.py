@@ -64,7 +64,10 @@ def plug_in(t: dict[str, pd.DataFrame], task: str, tol: float) -> dict[str, Any]
     value = {"removal: largest change on other domains": float(removal.max()),
              "replacement: largest change on other domains": float(replacement.max()),
              "addition: largest difference to all at once": float(addition.max())}
-    return measure.order(holds, all(holds), value=value, tolerance=tol, task=task,
+    untouched = [df[(df["task"] == task) & (df["method"] == "RED") & (df["domain"].str.split().str[0] != df["expert"])]
+                 for df in (t["removed"], t["replaced"])]
+    compared = [float(v) for d in untouched for v in (d["before"].mean(), d["accuracy"].mean())]
+    return measure.order(holds, all(holds), value=value, tolerance=tol, task=task, compared=compared,
                          moe_removal=float(elsewhere(t["removed"], "softmax MoE").max()),
                          moe_replacement=float(elsewhere(t["replaced"], "softmax MoE").max()),
                          identical_after_addition=bool(identical.all()))

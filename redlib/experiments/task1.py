@@ -19,6 +19,7 @@ from ..core.config import ParameterError, param
 from ..models.backbone import Backbone
 from ..red.cost import parameter_cost
 from ..red import selection
+from ..red.types import protocol_words
 from ..red.pipeline import RedConfig
 from ..tasks.arithmetic import (
     DATA_SOURCES,
@@ -65,12 +66,12 @@ class Task1Config(ranges.RangeTaskConfig, RedConfig):
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**ranges.range_choices(("iid", "pairs")), "data_source": DATA_SOURCES}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"lr_rung": 0, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
+        "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
                   "backbone_patience": 3, "split_seeds": 1, "splits_reported": "iid,pairs",
-                  "digits_variant_on": "pairs", "stage1_paper_beside": True},
-        "full": {"lr_rung": 5, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
-                 "backbone_patience": 10, "split_seeds": 3, "splits_reported": "iid,pairs",
-                 "digits_variant_on": "pairs", "stage1_paper_beside": True},
+                  "digits_variant_on": "pairs", "stage1_paper_beside": False},
+        "full": {"double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
+                 "split_seeds": 3, "splits_reported": "iid,pairs",
+                 "digits_variant_on": "pairs", "stage1_paper_beside": False},
     }
 
     def check(self) -> None:
@@ -165,7 +166,7 @@ def _measured(cfg: Task1Config, t: dict[str, pd.DataFrame], st: Setting) -> dict
     deployable = [x for x in ov["method"].unique() if x not in NOT_DEPLOYABLE]
     out["t1.red.all_ranges_high"] = measure.bound(
         [min(r) for r in ranges_of("RED")], 0.80, 1.0, measure="RED's lowest per-range accuracy",
-        others_lowest_range={x: float(np.mean([min(r) for r in ranges_of(x)])) for x in deployable if x != "RED"}, **common)
+        others_lowest={x: float(np.mean([min(r) for r in ranges_of(x)])) for x in deployable if x != "RED"}, **common)
     out["t1.oracle.upper_bound"] = measure.order(
         [all(acc.loc[s, "oracle experts"] >= acc.loc[s, m] for m in E_FAMILY) for s in seeds],
         all(acc["oracle experts"].mean() >= acc[m].mean() for m in E_FAMILY),
@@ -176,6 +177,12 @@ def _measured(cfg: Task1Config, t: dict[str, pd.DataFrame], st: Setting) -> dict
         index="seed", columns="split_part", values="router_accuracy")
     out["t1.router.acc"] = measure.bound(rt["test"], train=float(rt["train"].mean()), val=float(rt["val"].mean()), **common)
     return out
+
+
+def seen_share(cfg: Task1Config, setting: Setting) -> float:
+    """The share of test questions (first seed) whose text train also holds: what the test re-asks."""
+    frames = cfg.frames(cfg.seed, setting)[0]
+    return float(frames["test"]["text"].isin(set(frames["train"]["text"])).mean())
 
 
 def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
@@ -191,6 +198,9 @@ def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
                 f"{acc[st.label][m] - acc[whole.label][m]:+.3f} ({m})" for m in ("RED", "softmax MoE", "oracle experts")))
     return {
         **selection.found("t1", cfg, t.get("lr_selection")),
+        "t1_protocol": protocol_words(cfg), "t1_ties": range_tables.ties_words(ov, main.label),
+        "t1_seen": ", ".join(f"{seen_share(cfg, st):.1%} ({st.label})" for st in cfg.settings
+                             if st.number_format == "whole"),
         **range_tables.stage1_beside("t1", cfg, t),
         "t1_setting": main.description, "t1_backbone": cfg.backbone, "t1_value_tol": VALUE_TOL, "t1_near": NEAR,
         **{f"t1_{key}": a[m] for key, m in METHOD_KEYS.items() if m in a},

@@ -14,6 +14,7 @@ import pandas as pd
 from ..core.claims import VALUE_TOL, listing, load_claims, ranking, verdict_keys
 from ..core.config import ParameterError, param
 from ..red import selection
+from ..red.types import protocol_words
 from ..red.pipeline import RedConfig
 from ..tasks.arithmetic import RANGE_NAMES
 from ..tasks.mixed import MAX_STEPS, PHRASINGS, Task2Spec, make_task2, parse_mix
@@ -56,12 +57,12 @@ class Task2Config(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
     NAMESPACE: ClassVar[str] = NAMESPACE
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"lr_rung": 0, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
+        "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
                   "backbone_patience": 3, "split_seeds": 1, "splits_reported": "iid,isolated",
-                  "digits_variant_on": "none", "stage1_paper_beside": True},
-        "full": {"lr_rung": 5, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
-                 "backbone_patience": 10, "split_seeds": 1, "splits_reported": "iid,isolated",
-                 "digits_variant_on": "none", "stage1_paper_beside": True},
+                  "digits_variant_on": "none", "stage1_paper_beside": False},
+        "full": {"double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
+                 "split_seeds": 1, "splits_reported": "iid,isolated",
+                 "digits_variant_on": "none", "stage1_paper_beside": False},
     }
 
     def check(self) -> None:
@@ -98,9 +99,11 @@ def spec_for(cfg: MixedTaskConfig, seed: int, setting: Setting) -> Task2Spec:
 
 
 def evaluate(r: ranges.RangeRun) -> dict[str, pd.DataFrame]:
-    """The range tasks' scores, with accuracy by number of operations and by phrasing as extra columns."""
+    """The range tasks' scores, with accuracy on the test texts not in train ("unseen"), by number of operations and
+    by phrasing as extra columns."""
     test = r.frames["test"]
-    subsets = {f"{k} ops": (test["steps"] == k).to_numpy() for k in range(1, MAX_STEPS + 1)}
+    subsets = {"unseen": ~test["text"].isin(set(r.frames["train"]["text"])).to_numpy()}  # texts train never showed
+    subsets |= {f"{k} ops": (test["steps"] == k).to_numpy() for k in range(1, MAX_STEPS + 1)}
     subsets |= {f"'{p}' phrasing": (test["phrasing"] == p).to_numpy() for p in PHRASINGS}
     return ranges.evaluate(r, {k: m for k, m in subsets.items() if m.any()})
 
@@ -176,6 +179,7 @@ def found(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
     ops = by_operations(ov).loc[(main.label, "RED")]
     return {
         **selection.found("t2", cfg, t.get("lr_selection")),
+        "t2_protocol": protocol_words(cfg), "t2_ties": range_tables.ties_words(ov, main.label),
         **range_tables.stage1_beside("t2", cfg, t),
         "t2_setting": main.description, "t2_step_mix": cfg.step_mix, "t2_backbone": cfg.backbone,
         "t2_value_tol": VALUE_TOL,

@@ -41,8 +41,15 @@ class ProbMixture(nn.Module):
         self.experts = nn.ModuleList(experts)
 
     def forward(self, h: Tensor, alpha: Tensor) -> Tensor:
+        """The mixture's probabilities (N, C), summed in the experts' float32: saturated experts can tie here."""
         probs = torch.stack([e(h).softmax(-1) for e in self.experts], 1)  # (N, K, C)
         return torch.einsum("nk,nkc->nc", alpha, probs)
+
+    def log_probs(self, h: Tensor, alpha: Tensor) -> Tensor:
+        """log p(y|x) = logsumexp_i(log softmax(E_i h) + log alpha_i), (N, C): the mixture in log space, where
+        saturated experts keep their differences (a zero weight gives -inf, which logsumexp skips)."""
+        log_p = torch.stack([e(h).log_softmax(-1) for e in self.experts], 1)  # (N, K, C)
+        return (log_p + alpha.log()[:, :, None]).logsumexp(1)
 
 
 class ResidualMixture(nn.Module):

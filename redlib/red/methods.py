@@ -34,6 +34,7 @@ class Method:
     name: str
     combine: Callable[[Tensor, Tensor | None], Tensor]  # (h (N, d), alpha (N, K)) -> logits (N, C)
     gate: Gate | None = None
+    mixture: ProbMixture | None = None  # a probability mixture's experts (its float32 ties are counted)
 
     @torch.no_grad()
     def __call__(self, h: Tensor, domains: Tensor | None = None, alpha: Override = None) -> tuple[Tensor, Tensor | None]:
@@ -62,11 +63,21 @@ def _router(run: RedRun) -> Gate:
     return lambda h, _: run.router(h)
 
 
-def _mixture(experts: Sequence[nn.Module]) -> Callable[[Tensor, Tensor], Tensor]:
+def _mixture(name: str, experts: Sequence[nn.Module], gate: Gate) -> Method:
+    """A probability mixture sum_i alpha_i softmax(E_i h), computed in log space (`ProbMixture.log_probs`)."""
     mix = ProbMixture(experts)
-    # log sum_i alpha_i softmax(E_i h): the log in float64 is one-to-one on float32 probabilities, so the argmax
-    # is the mixture's own (a float32 log would merge neighbouring probabilities into ties)
-    return lambda h, a: mix(h, a).double().log()
+    return Method(name, mix.log_probs, gate, mix)
+
+
+@torch.no_grad()
+def float32_ties(method: Method, h: Tensor, domains: Tensor) -> np.ndarray:
+    """Which inputs (N,) the mixture summed as float32 probabilities (the computation before log space) leaves with
+    two or more classes exactly tied at the top, so that argmax picked the lowest class; all False for a method
+    that is not a probability mixture."""
+    if method.mixture is None:
+        return np.zeros(len(h), bool)
+    probs = method.mixture(h, method.gate(h, domains))
+    return ((probs == probs.max(-1, keepdim=True).values).sum(-1) > 1).cpu().numpy()
 
 
 @register("global head")
@@ -85,26 +96,26 @@ def global_head_all(run: RedRun) -> Method:
 def oracle(run: RedRun) -> Method:
     """The true domain picks the classifier expert: an upper bound, not deployable."""
     K = run.data.n_domains
-    return Method("oracle experts", _mixture(run.experts), lambda h, d: F.one_hot(d.to(h.device), K).float())
+    return _mixture("oracle experts", run.experts, lambda h, d: F.one_hot(d.to(h.device), K).float())
 
 
 @register("uniform averaging")
 def uniform(run: RedRun) -> Method:
     """alpha_i = 1/K: the experts' softmax outputs averaged."""
     K = run.data.n_domains
-    return Method("uniform averaging", _mixture(run.experts), lambda h, _: torch.full((len(h), K), 1 / K, device=h.device))
+    return _mixture("uniform averaging", run.experts, lambda h, _: torch.full((len(h), K), 1 / K, device=h.device))
 
 
 @register("softmax MoE")
 def softmax_moe(run: RedRun) -> Method:
     """The paper's classical MoE (4.3.4): sum_i alpha_i(h) softmax(E_i h), alpha from its own gate (answer loss)."""
-    return Method("softmax MoE", _mixture(run.experts), lambda h, _: run.gate(h))
+    return _mixture("softmax MoE", run.experts, lambda h, _: run.gate(h))
 
 
 @register("softmax MoE (RED's router)")
 def softmax_moe_shared(run: RedRun) -> Method:
     """The same mixture with RED's range-supervised router as its gate (a labelled variant)."""
-    return Method("softmax MoE (RED's router)", _mixture(run.experts), _router(run))
+    return _mixture("softmax MoE (RED's router)", run.experts, _router(run))
 
 
 @register("RED")
@@ -145,7 +156,7 @@ def softmax_moe_code(run: RedRun) -> Method | None:
     if run.code_gate is None:
         return None
     scaled = [ScaledExpert(e, run.code_scale) for e in run.code_experts]
-    return Method(CODE_MOE, _mixture(scaled), lambda h, _: run.code_gate(h))
+    return _mixture(CODE_MOE, scaled, lambda h, _: run.code_gate(h))
 
 
 def residual_gating(run: RedRun) -> Method:
@@ -153,10 +164,12 @@ def residual_gating(run: RedRun) -> Method:
     and alpha mixing those answers as probabilities (plain softmax gating) instead of summing residuals in hidden
     space. Not registered: only the ablation uses it."""
     experts = [nn.Sequential(BasePlusResidual(nn.Identity(), r), run.head) for r in run.residuals]
-    return Method(NO_RESIDUAL, _mixture(experts), _router(run))
+    return _mixture(NO_RESIDUAL, experts, _router(run))
 
 
 NO_RESIDUAL = "RED's experts, softmax gating"
+# the overall table's count of inputs a float32 probability mixture leaves with a tie at the top (`float32_ties`)
+TIES = "float32 ties"
 
 
 def methods(run: RedRun, names: list[str] | None = None) -> dict[str, Method]:
@@ -185,12 +198,16 @@ def score(run: RedRun, split: str = "test", subsets: dict[str, np.ndarray] | Non
     """Accuracy and macro-F1 of every method overall (plus accuracy on each boolean `subsets` mask) and per domain.
 
     Per domain, a 95% Wilson interval counts distinct inputs, not samples: a repeated input is one observation.
+    Each probability mixture's row counts the inputs (`TIES`) the float32 sum of its probabilities left tied.
     `preds` reuses predictions already made by `predict` on the same split.
     """
     y, dom, ids = run.data.labels[split].numpy(), run.data.domains[split].numpy(), run.data.ids[split].numpy()
     kind, overall, per_domain = run.data.domain_kind, [], []
+    built = methods(run) if alpha is None else {}
     for name, (pred, _) in (preds if preds is not None else predict(run, split, alpha)).items():
         row = {"method": name, "accuracy": accuracy(y, pred), "macro_f1": macro_f1(y, pred, np.unique(y))}
+        if name in built and built[name].mixture is not None:  # what the float32 sum of probabilities left tied
+            row[TIES] = int(float32_ties(built[name], run.features[split], run.data.domains[split]).sum())
         for sub, mask in (subsets or {}).items():
             row[f"{sub}_accuracy"] = accuracy(y[mask], pred[mask]) if mask.any() else np.nan
         overall.append(row)

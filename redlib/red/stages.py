@@ -52,8 +52,8 @@ class Spec:
 
 def _fit_meta(res) -> dict:
     # every epoch's validation loss too: what a selection that stops its tries early would have seen
-    return {"best_epoch": res.best_epoch, "epochs_run": len(res.history),
-            "val_losses": [h["val_loss"] for h in res.history]}
+    return {"best_epoch": res.best_epoch, "epochs_run": len(res.history), "cap": res.cap,
+            "stopped_early": res.stopped_early, "val_losses": [h["val_loss"] for h in res.history]}
 
 
 class _Probe(Exception):
@@ -224,7 +224,8 @@ class Stages:
 
     def _epochs(self, label: str, meta: dict, tc: TrainConfig, val_loss: float = float("nan")) -> None:
         self.epochs.append({"stage": label, "epochs run": meta.get("epochs_run"), "best epoch": meta.get("best_epoch"),
-                            "max epochs": tc.max_epochs, "patience": tc.patience, "lr": tc.lr, "val loss": val_loss})
+                            "max epochs": meta.get("cap") or tc.max_epochs, "patience": tc.patience,
+                            "stopped by patience": meta.get("stopped_early"), "lr": tc.lr, "val loss": val_loss})
         self.curves.append(list(meta.get("val_losses", [])))
 
     def cached(self, job: Job) -> bool:
