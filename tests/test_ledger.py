@@ -234,3 +234,10 @@ def test_the_only_method_above_a_bound_is_judged_against_every_other_methods_low
     assert ledger.verdict(claim, entry) == "holds"
     assert ledger.verdict(claim, {**entry, "others_lowest": {"MoE": 0.85, "head": 0.5}}) == "does not hold"
     assert ledger.verdict(claim, {**entry, "per_seed": [0.9, 0.7]}) == "partly"
+
+
+def test_a_number_that_rounds_to_zero_never_prints_as_zero_point_zero():
+    from redlib.core.claims import small
+
+    assert [small(0.0), small(0.0001), small(-0.0001), small(0.0123)] == ["0", "< 5e-4", "> −5e-4", "0.012"]
+    assert [small(0.0, sign=True), small(0.0002, sign=True), small(0.01, sign=True)] == ["0", "< +5e-4", "+0.010"]

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.claims import (CEILING, VALUE_TOL, bound_verdict, direction, elementwise_verdict, load_claims,
-                           order_verdict, paired_order_verdict, untestable, value_verdict)
+                           order_verdict, paired_order_verdict, small, untestable, value_verdict)
 from .pages import BY_NAME, PAGES
 from .results import read
 
@@ -154,7 +154,7 @@ def _spread(entry: dict[str, Any]) -> str:
         what = "one test split for all seeds" if params.get("split_seed") is not None else "each seed its own test split"
     else:
         what = SPREAD_DATA.get(entry.get("notebook", ""), "seeds")
-    shown = f"± {sd:.3f}" if sd >= 5e-4 or sd == 0 else f"± {sd:.0e}"
+    shown = f"± {small(sd)}"
     return f"{shown} ({len(per_seed)} seeds, {what})"
 
 

@@ -62,20 +62,30 @@ def sections_html(df: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
-def glance(df: pd.DataFrame) -> str:
-    """Findings at a glance, as Markdown: one line per page, linked, with its verdict tally and its headline claim
-    (`_headline`): the claim, our number, the paper's, the verdict."""
+def glance(df: pd.DataFrame, duel: pd.DataFrame | None = None) -> str:
+    """Findings at a glance, as Markdown: one line per page, linked, with its verdict tally and the answer to its
+    question: RED against the softmax MoE where the page has both (`duel`, `headline.red_vs_moe`: its first setting
+    with room to rank), else its headline claim (`_headline`): the claim, our number, the paper's, the verdict."""
     lines = []
+    duel = pd.DataFrame(columns=["page"]) if duel is None else duel
     for page in PAGES:
         part = df[(df["notebook"] == page.name) & (df["verdict"] != "not measured")]
         if not len(part):
             continue
         tally = ", ".join(f"{n} {PLURAL.get(v, v) if n > 1 else v}" for v in VERDICTS
                           if (n := int((part["verdict"] == v).sum())))
+        head = f"- {{doc}}`{page.title} <{page.name}>` ({page.sections}; {len(part)} claims: {tally}). "
+        rows = duel[duel["page"] == page.name]
+        if len(rows):
+            r = rows.iloc[0]
+            sd = "" if r["sd"] != r["sd"] else f" ± {r['sd']:.3f}"
+            rule, paper = r["by the ledger's rule"], r["paper's gap"]
+            lines.append(head + f"*RED against the softmax MoE* ({r['setting']}): RED − MoE {r['RED − softmax MoE']:+.3f}"
+                         f"{sd} over {r['seeds']} seed{'s' * bool(r['seeds'] != 1)}, **{rule}**; the paper's gap {paper}.")
+            continue
         top = _headline(part)
         paper = f", the paper's {top['paper']}" if str(top["paper"]) not in ("", "-", "nan") else ""
-        lines.append(f"- {{doc}}`{page.title} <{page.name}>` ({page.sections}; {len(part)} claims: {tally}). "
-                     f"*{top['claim']}*: ours {top['ours']}{paper}: **{top['verdict']}**.")
+        lines.append(head + f"*{top['claim']}*: ours {top['ours']}{paper}: **{top['verdict']}**.")
     return "\n".join(lines)
 
 

@@ -160,10 +160,22 @@ def at_ceiling(pair: dict[str, Any]) -> bool:
     return min(np.mean(pair["above_values"]), np.mean(pair["below_values"])) >= CEILING
 
 
+def small(x: float, digits: int = 3, sign: bool = False) -> str:
+    """A number to `digits` decimals, except that an exact zero prints as "0" and a non-zero that would round to zero
+    as "< 5e-4" ("> −5e-4" below zero; for 3 digits): never "0.000", "+0.000" or "-0.000"."""
+    if x == 0:
+        return "0"
+    if abs(x) < 0.5 * 10 ** -digits:
+        bound = f"{0.5 * 10 ** -digits:.0e}".replace("e-0", "e-")
+        return f"> −{bound}" if x < 0 else f"< +{bound}" if sign else f"< {bound}"
+    return f"{x:+.{digits}f}" if sign else f"{x:.{digits}f}"
+
+
 def _tie_words(pair: dict[str, Any], gap: float, sd: float) -> str:
     """'A − B = +0.001 ± 0.002 (paired sd, 3 seeds)', and whether both sides sit at the ceiling."""
-    spread = f" ± {sd:.3f} (paired sd, {len(pair['above_values'])} seeds)" if sd == sd else " (one seed: no spread)"
-    return f"{pair['above']} − {pair['below']} = {gap:+.3f}{spread}" + (" at the ceiling" if at_ceiling(pair) else "")
+    spread = f" ± {small(sd)} (paired sd, {len(pair['above_values'])} seeds)" if sd == sd else " (one seed: no spread)"
+    return f"{pair['above']} − {pair['below']} = {small(gap, sign=True)}{spread}" + (
+        " at the ceiling" if at_ceiling(pair) else "")
 
 
 def order_verdict(per_seed_holds, mean_holds: bool) -> str:

@@ -1,0 +1,140 @@
+"""The book's answer, for the intro's first screen: RED against the softmax MoE wherever there is room to rank, and
+why most claims that miss lie where they do. Everything is read from the result files and recorded parameters.
+
+A setting has room to rank when RED's and the MoE's accuracies are not both at the ceiling (0.995). Each row is the
+paired difference RED − softmax MoE over the setting's seeds, judged by the ledger's rule for an order
+(`claims.pair_outcome`), beside the paper's gap where the paper reports one.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import pandas as pd
+
+from ..core.claims import CEILING, load_claims, pair_outcome, small
+from .results import read
+
+MOE = "softmax MoE"
+# per page: how its runs are named in words, and the paper's RED and MoE claim ids (a per-case claim: the case)
+PAGES = {
+    "task2_mixed": ("Task 2", ("t2.red.acc", "t2.moe.acc", None)),
+    "task1_addition": ("Task 1", ("t1.red.acc", "t1.moe.acc", None)),
+    "step_decomposition": ("Step decomposition, true programs", ("sd.red.acc", "sd.moe.acc", "all")),
+    "mnist_label5": ("MNIST", ("mn.red.acc", "mn.moe.acc", None)),
+}
+OUTCOME = {"above": "RED ahead", "below": "MoE ahead", "tie": "tie"}
+
+
+def _accuracies(page: str, profile: str, root: str | os.PathLike) -> pd.DataFrame | None:
+    """One row per run (setting) and seed, with RED's and the MoE's test accuracy (None: the page has no results)."""
+    res = read(page, profile, root)
+    if not res.exists:
+        return None
+    if page == "step_decomposition":
+        ex = res.table("execution")
+        df = ex[(ex["programs"] == "true programs") & (ex["steps"].astype(str) == "all")].rename(
+            columns={"routing": "method"})
+    else:
+        df = res.table("overall")
+    df = df.assign(run=df["run"] if "run" in df else "")
+    df = df[df["method"].isin(["RED", MOE])]
+    return df.pivot_table(index=["run", "seed"], columns="method", values="accuracy", sort=False).reset_index()
+
+
+def _paper_gap(ids: tuple[str, str, str | None]) -> float:
+    claims = load_claims()
+    red, moe = (claims[i]["paper"] for i in ids[:2])
+    if ids[2] is not None:
+        red, moe = red[ids[2]], moe[ids[2]]
+    return float(red) - float(moe)
+
+
+def red_vs_moe(profile: str = "full", root: str | os.PathLike = "results") -> pd.DataFrame:
+    """Every setting with room to rank: RED − softmax MoE (mean and sd of the paired differences), the seeds, the
+    ledger's reading, and the paper's gap (on the claims' setting, the first run of a page)."""
+    rows = []
+    for page, (name, ids) in PAGES.items():
+        acc = _accuracies(page, profile, root)
+        if acc is None:
+            continue
+        claims_run, shown = acc["run"].iloc[0], False
+        for run, g in acc.groupby("run", sort=False):
+            if min(g["RED"].mean(), g[MOE].mean()) >= CEILING:
+                continue  # both at the ceiling: no room to rank
+            outcome, gap, sd = pair_outcome(g["RED"].tolist(), g[MOE].tolist())
+            # the paper's gap beside the page's first row shown (its claims' setting, or the paper's, named)
+            paper = "—" if shown else f"{_paper_gap(ids):+.3f}" + ("" if run == claims_run else f" ({claims_run})")
+            rows.append({"setting": f"{name}, {run}" if run else name, "page": page,
+                         "RED − softmax MoE": gap, "sd": sd, "seeds": len(g), "by the ledger's rule": OUTCOME[outcome],
+                         "paper's gap": paper})
+            shown = True
+    return pd.DataFrame(rows)
+
+
+def at_ceiling(profile: str = "full", root: str | os.PathLike = "results") -> list[str]:
+    """The settings left out of `red_vs_moe`: RED and the MoE both at the ceiling."""
+    out = []
+    for page, (name, _) in PAGES.items():
+        acc = _accuracies(page, profile, root)
+        for run, g in ([] if acc is None else acc.groupby("run", sort=False)):
+            if min(g["RED"].mean(), g[MOE].mean()) >= CEILING:
+                out.append(f"{name}, {run}" if run else name)
+    return out
+
+
+def display_table(df: pd.DataFrame) -> pd.DataFrame:
+    """`red_vs_moe` as the intro shows it: the difference with its sd, the seeds, the ledger's reading, the paper's."""
+    def pm(gap: float, sd: float) -> str:
+        return small(gap, sign=True) + ("" if sd != sd else f" ± {small(sd)}")
+
+    return pd.DataFrame({"setting": df["setting"], "RED − softmax MoE": [pm(g, s) for g, s in zip(df["RED − softmax MoE"], df["sd"])],
+                         "seeds": df["seeds"], "by the ledger's rule": df["by the ledger's rule"],
+                         "paper's gap": df["paper's gap"]})
+
+
+def answer_words(df: pd.DataFrame, left_out: list[str]) -> str:
+    """What the table adds up to, in one sentence."""
+    if df.empty:
+        return "No setting with room to rank has been measured yet."
+    n = df["by the ledger's rule"].value_counts()
+    paper = [float(v.split()[0]) for v in df["paper's gap"] if v != "—"]
+    ceiling = f" Left out, both at the ceiling: {'; '.join(left_out)}." if left_out else ""
+    return (f"Wherever there is room to rank ({len(df)} settings), RED is ahead of the softmax MoE in "
+            f"{n.get('RED ahead', 0)}, behind it in {n.get('MoE ahead', 0)} and tied in {n.get('tie', 0)} by the ledger's "
+            f"rule (a paired difference 0.01 beyond its spread); the paper reports RED ahead by {min(paper):+.3f} to "
+            f"{max(paper):+.3f} on these tasks.{ceiling}")
+
+
+def misses_words(table: pd.DataFrame, seen: dict[str, float]) -> str:
+    """Why the claims that do not hold miss: how many value claims lie above the paper's numbers and how many below
+    (the ledger's `miss` column), and the share of test each task re-asks from training (`seen`)."""
+    missed = table[table["verdict"] == "does not hold"]
+    where = missed["miss"][missed["miss"] != ""].value_counts()
+    other = len(missed) - int(where.sum())
+    shares = ", ".join(f"{task} {share:.0%}" for task, share in seen.items())
+    return (f"Of the {len(missed)} claims that do not hold, {where.get('above', 0)} are our numbers above the paper's, "
+            f"{where.get('below', 0)} below and {where.get('both sides', 0)} on both sides"
+            + (f", and {other} are orders or bounds" if other else "")
+            + (". Most misses lie above the paper's numbers" if where.get("above", 0) > where.get("below", 0)
+               else ". The misses do not lie mostly above the paper's numbers")
+            + f"; the arithmetic tests re-ask much of what training showed (test inputs seen in training: {shares}).")
+
+
+def seen_shares(profile: str = "full", root: str | os.PathLike = "results") -> dict[str, float]:
+    """The share of test inputs whose text train also holds, in each arithmetic task's claims' setting (first seed),
+    from the data its recorded parameters generate."""
+    from ..experiments import task1, task2
+
+    out: dict[str, Any] = {}
+    for page, config in (("task1_addition", task1.Task1Config), ("task2_mixed", task2.Task2Config)):
+        res = read(page, profile, root)
+        if not res.exists:
+            continue
+        params = {k: v for k, v in res.provenance["parameters"].items() if k in config.param_names()}
+        cfg = config.from_params(**params)
+        frames = cfg.frames(cfg.seed, cfg.settings[0])[0]
+        out[f"{PAGES[page][0]} ({cfg.settings[0].label})"] = float(
+            frames["test"]["text"].isin(set(frames["train"]["text"])).mean())
+    return out

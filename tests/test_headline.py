@@ -1,0 +1,49 @@
+"""The intro's answer (`redlib/book/headline.py`): RED against the softmax MoE where there is room to rank."""
+
+import json
+
+import pandas as pd
+
+from redlib.book import headline
+from redlib.book.results import digests
+from redlib.core.claims import load_claims
+
+
+def page(root, name, table, rows, params=None):
+    """A page's result folder as a run writes it: one table and a claims.json with the digests readers check."""
+    d = root / "full" / name
+    d.mkdir(parents=True)
+    pd.DataFrame(rows).to_csv(d / f"{table}.csv", index=False)
+    (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": {"parameters": params or {}},
+                                               "sha256": digests(d, {})}))
+
+
+def accs(run, red, moe):
+    return [{"run": run, "seed": s, "method": m, "accuracy": a} for s, (r, o) in enumerate(zip(red, moe))
+            for m, a in (("RED", r), ("softmax MoE", o))]
+
+
+def test_every_setting_with_room_to_rank_is_a_row_judged_by_the_ledgers_rule(tmp_path):
+    page(tmp_path, "task1_addition", "overall", accs("iid", [1.0, 1.0, 0.999], [1.0, 0.998, 1.0])
+         + accs("pairs", [0.60, 0.62, 0.61], [0.70, 0.71, 0.72]))
+    page(tmp_path, "task2_mixed", "overall", accs("iid", [0.90, 0.91, 0.92], [0.903, 0.905, 0.918]))
+    page(tmp_path, "mnist_label5", "overall", [{k: v for k, v in r.items() if k != "run"}
+                                               for r in accs("", [0.95, 0.96], [0.90, 0.905])])
+    df = headline.red_vs_moe("full", tmp_path)
+    assert list(df["setting"]) == ["Task 2, iid", "Task 1, pairs", "MNIST"]  # Task 1's iid: both at the ceiling
+    assert headline.at_ceiling("full", tmp_path) == ["Task 1, iid"]
+    got = df.set_index("setting")
+    assert list(got["by the ledger's rule"]) == ["tie", "MoE ahead", "RED ahead"]  # MNIST: +0.0525, sd 0.0035
+    assert abs(got.loc["Task 1, pairs", "RED − softmax MoE"] + 0.10) < 1e-9 and got.loc["Task 1, pairs", "seeds"] == 3
+    claims = load_claims()
+    t1_gap = claims["t1.red.acc"]["paper"] - claims["t1.moe.acc"]["paper"]
+    assert got.loc["Task 1, pairs", "paper's gap"] == f"{t1_gap:+.3f} (iid)"  # the paper measured iid only
+    words = headline.answer_words(df, headline.at_ceiling("full", tmp_path))
+    assert "(3 settings)" in words and "in 1, behind it in 1 and tied in 1" in words and "Task 1, iid" in words
+
+
+def test_the_misses_are_counted_by_where_they_lie():
+    table = pd.DataFrame({"verdict": ["does not hold"] * 4 + ["holds"], "miss": ["above", "above", "below", "", ""]})
+    words = headline.misses_words(table, {"Task 1 (iid)": 1.0})
+    assert words.startswith("Of the 4 claims that do not hold, 2 are our numbers above the paper's, 1 below")
+    assert "1 are orders or bounds" in words and "Task 1 (iid) 100%" in words and "Most misses lie above" in words
