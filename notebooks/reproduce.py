@@ -54,7 +54,7 @@ results_dir = "results"  # where the notebooks wrote their results
 import pandas as pd
 from IPython.display import HTML, Markdown, display
 
-from redlib.book import pages, parameters, plots
+from redlib.book import pages, parameters, plots, registry
 from redlib.book.results import in_history, read
 
 cfg, results = pages.start("reproduce", globals())
@@ -83,7 +83,7 @@ display(HTML(parameters.by_notebook_html(params)))
 
 # %% tags=["hide-input"]
 rows = []
-for name in pages.NOTEBOOKS:
+for name in registry.NOTEBOOKS:
     res = read(name, cfg.profile, cfg.results_dir)
     if res.exists:
         p = res.provenance

@@ -36,7 +36,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from redlib.bench import report
-from redlib.book import pages, plots
+from redlib.book import pages, plots, registry
 from redlib.book.glue import glue_values
 from redlib.book.costs import cold_estimates, rung_checks, rung_summary, selection_costs
 from redlib.core.runtime import resolve_path
@@ -72,12 +72,12 @@ else:
 
 # %% [markdown]
 # The budgets each page's cold run is held to (full profile, from an empty stage cache, on this
-# 2-core machine), set in the page registry (`redlib/book/pages.py`):
+# 2-core machine), set in the page registry (`redlib/book/registry.py`):
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-budgets = pd.DataFrame([{"pages": " + ".join(b.pages), "budget, min": b.minutes} for b in pages.BUDGETS]
-                       + [{"pages": "the whole book (every page and the HTML build)", "budget, min": pages.BOOK_MINUTES}])
+budgets = pd.DataFrame([{"pages": " + ".join(b.pages), "budget, min": b.minutes} for b in registry.BUDGETS]
+                       + [{"pages": "the whole book (every page and the HTML build)", "budget, min": registry.BOOK_MINUTES}])
 plots.styled(budgets, caption="Cold-time budgets", hide_index=True)
 
 # %% [markdown]
@@ -295,7 +295,7 @@ if bench:
 # the stages of the pages it builds on, so its row counts them again and the book's sum leaves it out.
 
 # %% tags=["hide-input"]
-est = report.with_cold_times(bench, cold_estimates(list(pages.NOTEBOOKS), cfg.profile, cfg.results_dir), nbt)
+est = report.with_cold_times(bench, cold_estimates(list(registry.NOTEBOOKS), cfg.profile, cfg.results_dir), nbt)
 own = est[est["page"] != "robustness_and_cost"]  # each page's own stages (robustness reuses other pages')
 if len(est):
     results.table("cold_estimates", est)

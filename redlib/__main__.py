@@ -7,7 +7,7 @@ import os
 import signal
 import sys
 
-from .book.pages import NOTEBOOKS
+from .book.registry import NOTEBOOKS
 from .book.results import ResultFileError
 from .core.config import PROFILES, ParameterError
 
@@ -180,7 +180,7 @@ def _params(args: argparse.Namespace) -> None:
         changed = write_parameters_cells()
         print(f"parameters cells rewritten: {', '.join(changed) or 'none (all follow their configs)'}")
         return
-    from .book.pages import config_for
+    from .book.registry import config_for
 
     for name in NOTEBOOKS:
         cls = config_for(name)

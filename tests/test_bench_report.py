@@ -123,7 +123,7 @@ def test_a_timing_says_whether_it_ran_todays_profile():
 
 
 def test_every_experiment_page_has_one_budget_and_the_bench_judges_it(bench):
-    from redlib.book.pages import BUDGETS, PAGES
+    from redlib.book.registry import BUDGETS, PAGES
 
     budgeted = [p for b in BUDGETS for p in b.pages]
     assert sorted(budgeted) == sorted(p.name for p in PAGES if p.trains)
@@ -245,9 +245,9 @@ def test_a_timing_says_when_other_processes_shared_the_machine():
 def test_the_cold_book_is_one_sum_of_each_pages_last_cold_run_and_the_build():
     """One number: every page's last cold run (named with its commit) plus the build; a page never timed: none."""
     from redlib.bench.cold import cold_book, cold_book_words
-    from redlib.book import pages
+    from redlib.book import registry
 
-    NOTEBOOKS = list(pages.NOTEBOOKS)
+    NOTEBOOKS = list(registry.NOTEBOOKS)
     per = {n: {"wall_seconds": 60.0 * (i + 1), "git_commit": f"{i:07d}abc"} for i, n in enumerate(NOTEBOOKS)}
     per[NOTEBOOKS[0]]["disturbed"] = "beside a test run"
     bench = {"notebooks": {"full": {"per_notebook": per, "book_build_seconds": 120.0}}}

@@ -299,7 +299,7 @@ def test_sigterm_stops_the_kernel_and_its_workers_and_leaves_nothing_behind(tmp_
 def _wrong_values() -> list[tuple[str, str, str]]:
     """(page, parameter, a value it must refuse) for every typed parameter of every page: a word for a number or a
     flag, an unknown choice, a folder that does not exist for a path (free-text parameters have no wrong type)."""
-    from redlib.book.pages import PAGES, config_for
+    from redlib.book.registry import PAGES, config_for
 
     cases = []
     for page in PAGES:

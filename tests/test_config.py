@@ -3,7 +3,7 @@ import ast
 import jupytext
 import pytest
 
-from redlib.book.pages import NOTEBOOKS, PAGES, config_for
+from redlib.book.registry import NOTEBOOKS, PAGES, config_for
 from redlib.core.config import ParameterError
 from redlib.core.runtime import project_root
 from redlib.experiments.toy import ToyConfig

@@ -5,7 +5,7 @@ import ast
 import re
 from pathlib import Path
 
-from redlib.book import pages
+from redlib.book import registry
 from redlib.core.runtime import project_root
 
 REDLIB = project_root() / "redlib"
@@ -50,8 +50,65 @@ def test_no_class_over_200_lines_and_no_function_over_60():
 
 
 def test_budgets_and_stage_kinds_come_from_the_registry():
-    budgeted = [name for b in pages.BUDGETS for name in b.pages]
-    assert sorted(budgeted) == sorted(p.name for p in pages.PAGES if p.trains)
-    assert next(b for b in pages.BUDGETS if "step_decomposition" in b.pages).pages == ("task2_mixed", "step_decomposition")
-    kinds = pages.stage_kinds()
+    budgeted = [name for b in registry.BUDGETS for name in b.pages]
+    assert sorted(budgeted) == sorted(p.name for p in registry.PAGES if p.trains)
+    assert next(b for b in registry.BUDGETS if "step_decomposition" in b.pages).pages == ("task2_mixed", "step_decomposition")
+    kinds = registry.stage_kinds()
     assert {"stage1", "residual", "decomposer", "linear_base"} <= set(kinds)  # the pipeline's and two pages' own
+
+
+# redlib's floors, lowest first: a module imports from its own floor or from those below it, never from above
+FLOORS = ["core", "speed", "models", "tasks", "red", "experiments", "book", "bench", "__main__"]
+
+
+def _module_imports() -> dict[str, set[str]]:
+    """Every redlib module (dotted name) -> the redlib modules it imports, wherever in the file (`from pkg import
+    module` names the module; a name from a package's __init__ names the package)."""
+    files = {".".join(p.relative_to(project_root()).with_suffix("").parts).removesuffix(".__init__"): p
+             for p in REDLIB.rglob("*.py")}
+    out = {}
+    for name, path in files.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom):
+                base = package.rsplit(".", node.level - 1)[0] if node.level else ""
+                base = ".".join(x for x in (base, node.module) if x)
+                found |= {f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        out[name] = {m for m in found if m in files and m != name}
+    return out
+
+
+def _floor(module: str) -> int:
+    parts = module.split(".")
+    return FLOORS.index(parts[1]) if len(parts) > 1 and parts[1] in FLOORS else -1
+
+
+def test_no_import_runs_back_up_a_floor():
+    up = [f"{m} -> {i}" for m, imports in _module_imports().items() for i in imports
+          if _floor(m) >= 0 and _floor(i) > _floor(m)]
+    assert not up
+
+
+def test_no_module_imports_itself_round_a_circle():
+    graph = _module_imports()
+    seen, on_path, circles = set(), [], []
+
+    def visit(m: str) -> None:
+        if m in on_path:
+            circles.append(on_path[on_path.index(m):] + [m])
+            return
+        if m in seen:
+            return
+        seen.add(m)
+        on_path.append(m)
+        for i in sorted(graph.get(m, ())):
+            if i != "redlib":  # the package's own __init__ imports nothing of its modules
+                visit(i)
+        on_path.pop()
+
+    for m in sorted(graph):
+        visit(m)
+    assert not circles

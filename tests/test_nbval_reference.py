@@ -5,7 +5,7 @@ import json
 import jupytext
 import pytest
 
-from redlib.book.pages import NOTEBOOKS
+from redlib.book.registry import NOTEBOOKS
 from redlib.core.runtime import project_root
 
 REFERENCE = project_root() / "tests" / "nbval"

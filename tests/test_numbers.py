@@ -33,7 +33,7 @@ def _move_claim(folder, shift):
 
 
 def test_every_page_has_a_reference_with_claims():
-    from redlib.book.pages import NOTEBOOKS
+    from redlib.book.registry import NOTEBOOKS
 
     assert all((REFERENCE / name / "claims.json").exists() for name in NOTEBOOKS)
 

@@ -2,17 +2,17 @@
 
 import jupytext
 
-from redlib.book import pages
+from redlib.book import registry
 from redlib.core.claims import load_claims
 from redlib.core.runtime import project_root
 
 
 def test_toc_is_the_registry():
-    assert (project_root() / "_toc.yml").read_text() == pages.render_toc()
+    assert (project_root() / "_toc.yml").read_text() == registry.render_toc()
 
 
 def test_every_page_has_a_notebook_with_its_title_and_anchor():
-    for p in pages.PAGES:
+    for p in registry.PAGES:
         nb = jupytext.read(project_root() / "notebooks" / f"{p.name}.py")
         text = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
         assert f"# {p.title}" in text, p.name
@@ -21,12 +21,12 @@ def test_every_page_has_a_notebook_with_its_title_and_anchor():
 
 
 def test_experiments_run_before_the_pages_that_read_them():
-    order = list(pages.NOTEBOOKS)
-    trains = [pages.page(n).trains for n in order]
-    assert trains == sorted(trains, reverse=True) and set(order) == {p.name for p in pages.PAGES}
+    order = list(registry.NOTEBOOKS)
+    trains = [registry.page(n).trains for n in order]
+    assert trains == sorted(trains, reverse=True) and set(order) == {p.name for p in registry.PAGES}
 
 
 def test_every_claim_group_has_a_page():
     groups = {c["group"] for c in load_claims().values()}
-    covered = {g for p in pages.PAGES for g in p.claim_groups}
+    covered = {g for p in registry.PAGES for g in p.claim_groups}
     assert groups <= covered

@@ -179,7 +179,7 @@ def test_result_files_without_their_checksums_are_refused(results_root, strip):
 
 def test_the_published_results_carry_digests_that_match():
     """Every committed page of the full book records its tables' digests, and they match the files."""
-    from redlib.book.pages import PAGES
+    from redlib.book.registry import PAGES
     from redlib.book.runner import verify_results
 
     verify_results("full")

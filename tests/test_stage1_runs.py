@@ -7,10 +7,9 @@ import pytest
 import torch
 
 from redlib.core.store import Store
-from redlib.experiments import ranges, task1
+from redlib.experiments import ranges, stage1_runs, task1
 from redlib.red import selection
 from redlib.red.clock import timed
-from redlib.speed import stage1_runs
 
 
 GRID = "0.0001,0.0003,0.001,0.003"  # the learning-rate grid, an extension the pages no longer run by default

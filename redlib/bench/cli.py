@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 from ..book import runner
-from ..book.pages import NOTEBOOKS, config_for
+from ..book.registry import NOTEBOOKS, config_for
 from ..core.config import ParameterError
 from ..core.runtime import resolve_path
 

@@ -8,15 +8,37 @@ stands for it.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from pathlib import Path
 from typing import Any
 
-from ..book.pages import NOTEBOOKS
-from .report import committed, disturbed
+from ..book.registry import NOTEBOOKS
+from ..core.runtime import project_root
 
 README_MARK = re.compile(r"<!-- cold-book -->.*?<!-- /cold-book -->", re.S)
+
+
+def load(path: Path) -> dict[str, Any] | None:
+    """The bench report at `path`, or None when no bench has been run."""
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def committed() -> dict[str, Any] | None:
+    """The committed bench report (results/bench/bench.json), or None when no bench has been run."""
+    return load(project_root() / "results" / "bench" / "bench.json")
+
+
+def disturbed(timing: dict) -> str:
+    """What else ran beside a cold timing: the CPU other processes took while it ran (where it was measured and is
+    over 2% of the page's time), or the note recorded with it; empty for an undisturbed run."""
+    other = timing.get("other_cpu_seconds")
+    if timing.get("disturbed"):
+        return timing["disturbed"]
+    if other is not None and other > 0.02 * timing["wall_seconds"]:
+        return f"other processes took {other:.0f} CPU-s while it ran"
+    return ""
 
 
 def cold_seconds(profile: str) -> tuple[dict[str, float], str]:

@@ -9,25 +9,14 @@ from typing import Any
 
 import pandas as pd
 
-from ..book.pages import BOOK_MINUTES, BUDGETS, config_for, stage_kinds
+from ..book.registry import BOOK_MINUTES, BUDGETS, config_for, stage_kinds
 from ..core.config import ParameterError
 from ..red.cost import timed_runs
+from .cold import cold_book, cold_book_words, committed, disturbed, load  # noqa: F401 (load: the bench's reader)
 
 WHERE = "why missed"  # the targets table's column: where a missed budget's time (or memory) goes
 # What each cache kind holds (a kind is "<task>/<stage>"): the RED pipeline's stages and the pages' own.
 STAGE_WHAT = stage_kinds()
-
-
-def load(path: Path) -> dict[str, Any] | None:
-    """The bench report at `path`, or None when no bench has been run."""
-    return json.loads(path.read_text()) if path.exists() else None
-
-
-def committed() -> dict[str, Any] | None:
-    """The committed bench report (results/bench/bench.json), or None when no bench has been run."""
-    from ..core.runtime import project_root
-
-    return load(project_root() / "results" / "bench" / "bench.json")
 
 
 def cold_peaks(profile: str, bench: dict[str, Any] | None = None) -> pd.Series:
@@ -142,17 +131,6 @@ def notebooks(bench: dict) -> pd.DataFrame:
                          CURRENT: current_profile(name, prof, t.get("parameters")),
                          SAME_CODE: same_code(name, t) if prof == "full" else ""})
     return pd.DataFrame(rows)
-
-
-def disturbed(timing: dict) -> str:
-    """What else ran beside a cold timing: the CPU other processes took while it ran (where it was measured and is
-    over 2% of the page's time), or the note recorded with it; empty for an undisturbed run."""
-    other = timing.get("other_cpu_seconds")
-    if timing.get("disturbed"):
-        return timing["disturbed"]
-    if other is not None and other > 0.02 * timing["wall_seconds"]:
-        return f"other processes took {other:.0f} CPU-s while it ran"
-    return ""
 
 
 def retimings(bench: dict) -> tuple[pd.DataFrame, int]:
@@ -317,7 +295,7 @@ def peak_cause(row: pd.Series) -> str:
 def serial_stage_seconds(timing: dict) -> float:
     """Seconds a page spends in stage 1 (kind `<task>/stage1`), which no small-stage worker shortens: its runs train
     one after another in the page's process, or (Task 1, Task 2) two at a time in workers, each run then counting
-    its share of the time they overlapped (`speed/stage1_runs.py`), so the sum is stage 1's wall time."""
+    its share of the time they overlapped (`experiments/stage1_runs.py`), so the sum is stage 1's wall time."""
     return sum(s for k, s in (timing.get("stage_seconds") or {}).items() if k.rpartition("/")[2] == "stage1")
 
 
@@ -381,7 +359,6 @@ def found(bench: dict | None, tt: pd.DataFrame | None, hist: pd.DataFrame,
             where = (f"in `{slowest}`, the stages " + " and ".join(f"`{k}` ({w})" for k, w in zip(
                 top2["stage kind"], top2["what"])) + f" take {top2['seconds'].sum() / wall:.0%} of its cold time")
     cols = [c for c in hist.columns if pc and c.startswith("speed-up") and c.endswith(f"batch {pc['pipeline_batch']}")]
-    from .cold import cold_book, cold_book_words
 
     return {k: Markdown(v) if k in MARKDOWN_KEYS else v for k, v in {
         "sp_met": int((judged["met"] == "yes").sum()), "sp_judged": len(judged),

@@ -31,7 +31,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..book.pages import BOOK_MINUTES, NOTEBOOKS
+from ..book.registry import BOOK_MINUTES, NOTEBOOKS
 from ..book.results import git_commit, jsonable, library_versions
 from ..core.runtime import project_root
 from ..experiments.task1 import Task1Config

@@ -19,7 +19,7 @@ import pandas as pd
 
 from ..core.claims import (CEILING, VALUE_TOL, bound_verdict, direction, elementwise_verdict, load_claims,
                            order_verdict, paired_order_verdict, small, untestable, value_verdict)
-from .pages import BY_NAME, PAGES
+from .registry import BY_NAME, PAGES
 from .results import read
 
 VERDICTS = ("holds", "partly", "does not hold", "untestable here", "not comparable", "not measured")

@@ -8,7 +8,7 @@ import html
 import pandas as pd
 
 from .ledger import COLOURS, VERDICTS, verdict_css, link
-from .pages import PAGES
+from .registry import PAGES
 
 PLURAL = {"holds": "hold", "does not hold": "do not hold"}
 

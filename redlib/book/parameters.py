@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from ..core.config import PROFILES, _type_name
-from .pages import PAGES, config_for
+from .registry import PAGES, config_for
 from .plots import header, styled
 
 # the parameters a reader is most likely to change, in the order the Reproduce page lists them

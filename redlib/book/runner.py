@@ -16,7 +16,7 @@ import yaml
 
 from ..core.config import PROFILES, ParameterError
 from ..core.runtime import project_root, resolve_path
-from .pages import NOTEBOOKS, PAGES, config_for, render_toc
+from .registry import NOTEBOOKS, PAGES, config_for, render_toc
 
 BOOK_FILES = ("_config.yml",)  # _toc.yml is written from the page registry
 

@@ -1,7 +1,7 @@
 """A range page's runs: every seed and setting of Task 1, Task 2 or the step decomposition, in one call.
 
 The page chooses each stage kind's learning rate first (its stage-1 runs trained side by side beforehand,
-`speed/stage1_runs.py`), then runs the claims' setting and every extension setting on their seeds, the claims'
+`stage1_runs.py`), then runs the claims' setting and every extension setting on their seeds, the claims'
 setting first, and stacks each run's tables into one table per name (each row tagged with its seed and setting).
 """
 
@@ -13,8 +13,7 @@ import pandas as pd
 
 from ..core.store import Store
 from ..models.backbone import Backbone
-from ..speed import stage1_runs
-from . import decomposition, ranges
+from . import decomposition, ranges, stage1_runs
 from .decomposition import DecompositionConfig
 from .ranges import RangeRun, RangeTaskConfig
 

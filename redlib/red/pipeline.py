@@ -20,8 +20,8 @@ RED:  p(y|x) = softmax(W_c (h + sum_i alpha_i(h) Delta h_i(h)))                 
 Every stage is stored in the cache under the hash of everything that produced it, in one of the fixed
 `STAGE_KINDS`, so a re-run (or another page using the same stages) loads it instead of training again. Stage 1
 runs in the page's process (the arithmetic pages train their runs' stage 1 side by side beforehand,
-`speed/stage1_runs.py`); the small stages after it train side by side in `workers` processes
-(`speed/schedule.py`). The shared types are in `types.py`; what each stage is, in `stages.py`.
+`experiments/stage1_runs.py`); the small stages after it train side by side in `workers` processes
+(`schedule.py`). The shared types are in `types.py`; what each stage is, in `stages.py`.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from torch import nn
 
 from ..core.store import Store
 from ..models.routers import Router
-from ..speed.schedule import prefetch
+from .schedule import prefetch
 from .clock import timed
 from .encoders import Encoder
 from .stages import Stages, router

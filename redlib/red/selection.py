@@ -27,7 +27,7 @@ import pandas as pd
 
 from ..core.store import Store
 from ..core.train import still_improving
-from ..speed.schedule import prefetch
+from .schedule import prefetch
 from .clock import by_kind
 from .encoders import Encoder
 from .stages import Stages
@@ -143,7 +143,7 @@ def _attempt(cfg: RedConfig, first: Seeded, others: tuple[Seeded, ...], store: S
                          "curve": [] if caps else st.curves[-1]})  # a rung's curve is the start of the full try's
             if encoder is not first[1]:
                 encoder.release()  # its prefix states load again for its next try; one seed's at a time in memory
-        # a try a worker trained (`speed/stage1_runs.py`) loads here: its seconds are the worker's
+        # a try a worker trained (`experiments/stage1_runs.py`) loads here: its seconds are the worker's
         key = (f"{first[0].namespace}/stage1", lrs["stage1"])
         seconds[key] = seconds.get(key, 0.0) + store.borrowed - borrowed
     else:

@@ -1,9 +1,9 @@
 """The stages of one pipeline seed, each cached: what a stage is (its inputs, cache key, training and epochs row).
 
 Stage 1 trains the encoder's top on the page's thread count (in the page, or beforehand in a worker:
-`speed/stage1_runs.py`); every later stage trains a small module on stage 1's frozen features. Those small
+`experiments/stage1_runs.py`); every later stage trains a small module on stage 1's frozen features. Those small
 stages are *jobs* ("expert", i), ("router", None), ... whose inputs are stage 1's head and features and, for stage
-4 and the gates, other jobs' results; each job is one function below (`JOBS`). `speed/schedule.py` trains the jobs
+4 and the gates, other jobs' results; each job is one function below (`JOBS`). `schedule.py` trains the jobs
 not cached yet side by side in worker processes before the page asks for them; the page then loads them from the
 cache in its usual order, so its modules, tables, epochs and cache keys are those of a serial run, bit for bit
 (`tests/test_pipeline.py`). `clock.py` counts what each stage cost.

@@ -2,8 +2,6 @@
 
 - `kernels`: which fp32 matrix kernels torch uses on this CPU (MKL or oneDNN), recorded in every provenance;
 - `parallel`: the worker processes a page trains its independent pieces in, bit-identical to a serial run;
-- `schedule`: a seed's small stages handed to those workers before the page asks for them;
-- `stage1_runs`: a range page's stage-1 runs trained side by side before the page needs them;
 - `usage`: the peak memory and CPU seconds of a page and its workers together.
 The benchmark that measures all of this is `redlib/bench` (`make bench`); the Speed page shows it.
 """

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from redlib.book.pages import PAGES
+from redlib.book.registry import PAGES
 from redlib.core.runtime import project_root
 
 WIDTH = 1400

@@ -4,7 +4,7 @@ after the smoke book has written results/smoke/): nbval compares the text with d
 import pytest
 
 from redlib.book.numbers import TOLERANCE, compare_page
-from redlib.book.pages import NOTEBOOKS
+from redlib.book.registry import NOTEBOOKS
 from redlib.core.runtime import project_root
 
 REFERENCE = project_root() / "tests" / "nbval" / "results"

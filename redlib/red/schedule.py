@@ -8,9 +8,9 @@ cache, and the page then loads it: the same bits as a serial run, in less wall t
 from __future__ import annotations
 
 from ..core.store import Store
-from ..red.stages import STACKED, Stages
-from ..red.types import Job
-from . import parallel
+from ..speed import parallel
+from .stages import STACKED, Stages
+from .types import Job
 
 
 def prefetch(st: Stages, jobs: list[Job], after: dict[Job, list[Job]]) -> None:

@@ -26,14 +26,14 @@ import psutil
 import torch
 
 from ..core.store import Store
-from ..experiments import ranges
-from ..experiments.ranges import RangeTaskConfig, Setting
+from . import ranges
+from .ranges import RangeTaskConfig, Setting
 from ..models.backbone import Backbone
 from ..red import selection
 from ..red.encoders import TextEncoder
 from ..red.selection import LrChoice
 from ..red.stages import Stages
-from . import parallel
+from ..speed import parallel
 
 # a data setting, a seed, stage 1's learning rate (and an epoch cap: a rung of the selection's successive halving)
 Stage1Run = tuple[Setting, int, float] | tuple[Setting, int, float, int | None]
