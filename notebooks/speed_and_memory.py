@@ -38,7 +38,7 @@ from IPython.display import Markdown, display
 from redlib.bench import report
 from redlib.book import pages, plots, registry
 from redlib.book.glue import glue_values
-from redlib.book.costs import cold_estimates, rung_checks, rung_summary, selection_costs
+from redlib.book.costs import cold_estimates
 from redlib.core.runtime import resolve_path
 
 cfg, results = pages.start("speed_and_memory", globals())
@@ -349,45 +349,6 @@ if len(history):
     display(plots.styled(runs, precision=2, caption="Headline numbers of every recorded full bench run"))
 else:
     display(Markdown("No full bench run has been recorded yet."))
-
-# %% [markdown]
-# ## What choosing the learning rates costs
-#
-# Each RED page trains every stage kind of its first seed (stage 1 included) at every rate of one grid
-# and keeps the rate with the lowest validation loss (`redlib/red/selection.py`; the grid is the same
-# for every method). That is fidelity bought with time: the paper's single rate left many stages still
-# improving at the 60-epoch cap. Stage 1's tries are the dear ones: each retrains the encoder's top. What the tries cost each page, from its own record (the chosen rate's tries
-# are the first seed's stages, so they are not extra):
-
-# %% tags=["hide-input"]
-chosen = selection_costs(["task1_addition", "task2_mixed", "step_decomposition", "mnist_label5"], cfg.profile,
-                         cfg.results_dir)
-if len(chosen):
-    results.table("selection_costs", chosen)
-    display(plots.styled(chosen, precision=2, hide_index=True, caption="The learning-rate selection's stages and "
-                         "their training seconds per page, against all the page's stages (worker seconds)"))
-else:
-    display(Markdown("No page has chosen its learning rates yet."))
-
-# %% [markdown]
-# Successive halving (a rung of epochs for every try, then each kind's best rates to the end),
-# replayed on the pages run with the full grid, chose the full profile's rule (a rung of 5, two rates
-# kept): does each kind keep its rate, and what does it save?
-
-# %% tags=["hide-input"]
-rungs = rung_checks(["task1_addition", "task2_mixed", "step_decomposition", "mnist_label5"],
-                    [(5, None), (10, None), (10, 1)], cfg.profile, cfg.results_dir)
-if len(rungs):
-    results.table("rung_checks", rungs)
-    summary = rung_summary(rungs)
-    display(plots.behind_click(plots.styled(summary, precision=2, hide_index=True, caption="Successive halving of "
-                                            "the rates, replayed on each page's full grid"),
-                               f"The replays: {rungs['page'].nunique()} pages' grids, {len(summary)} rows"))
-    display(plots.behind_click(plots.styled(rungs, precision=2, hide_index=True, caption="Per stage kind"),
-                               f"Every stage kind at every rule ({len(rungs)} rows)"))
-else:
-    display(Markdown("No page has recorded its stage-1 tries' curves yet (a page published before they were "
-                     "recorded)."))
 
 # %% [markdown]
 # ## Where the time goes

@@ -184,19 +184,3 @@ def test_the_published_results_carry_digests_that_match():
 
     verify_results("full")
     assert all("sha256" in read(p.name, "full").doc for p in PAGES if read(p.name, "full").exists)
-
-
-def test_the_rung_rule_is_replayed_on_a_page_s_recorded_curves_and_a_page_without_them_is_skipped(results_root):
-    from redlib.book.costs import rung_checks
-
-    res = make(results_root)
-    curves = [(lr, s, e, v) for lr, vals in {1e-4: [3, 2, 1, 0.5], 3e-4: [2, 1.5, 1.4, 1.3]}.items()
-              for s in (0, 1) for e, v in enumerate(vals)]
-    res.table("lr_curves", pd.DataFrame(curves, columns=["lr", "seed", "epoch", "val loss"]).assign(
-        **{"stage kind": "stage 1", "stage": "stage 1"}))
-    res.finish()
-    got = rung_checks(["toy_experiments", "mnist_label5"], [(1, None), (4, None)], "smoke", results_root)
-    assert list(got["page"]) == ["toy_experiments"] * 2 and list(got["rates kept"]) == [1, 1]
-    # one rate of two goes on: at epoch 1 that is 3e-4 (2 < 3), which the full grid (0.5 < 1.3) does not choose
-    assert list(got["survivors"]) == ["0.0003", "0.0001"] and list(got["same"]) == [False, True]
-    assert list(got["epochs, the rule"]) == [2 * 2 * 1 + 2 * 4, 2 * 2 * 4 + 2 * 4]  # the rungs, then the survivor

@@ -1,5 +1,5 @@
-"""What the pages' stages cost, read from their own result files: seconds per stage kind, the learning-rate
-selection's share, successive halving replayed on the recorded curves, and the training time each run implies."""
+"""What the pages' stages cost, read from their own result files: seconds per stage kind, and the training time each
+run implies."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import os
 import pandas as pd
 
 from ..red.cost import TIME_COLUMNS, timed_runs
-from ..red.selection import KIND_NAMES, rung_rule
 from .results import read
 
 
@@ -32,47 +31,6 @@ def published_costs(pages: list[str], profile: str = "full", results_dir: str | 
     return pd.DataFrame(rows, columns=TIME_COLUMNS)
 
 
-def selection_costs(pages: list[str], profile: str = "full", results_dir: str | os.PathLike = "results") -> pd.DataFrame:
-    """What choosing every stage kind's learning rate cost each page (the stages of its `lr_selection` table, seconds
-    as their cache entries recorded them) against everything its stages cost, from the pages' own records."""
-    rows = []
-    for page in pages:
-        res = read(page, profile, results_dir)
-        if not res.exists or not (res.dir / "lr_selection.csv").exists():
-            continue
-        t, st = res.table("lr_selection"), res.provenance.get("stages") or {}
-        if (res.dir / "lr_selection_stage1_paper.csv").exists():  # the stage-1 extension's own choice
-            t = pd.concat([t, res.table("lr_selection_stage1_paper")], ignore_index=True)
-        if t.empty:  # the page kept its configured rates (head_lr_grid "none"): nothing chosen, nothing spent
-            continue
-        total = sum((st.get("train_seconds_by_kind") or {}).values())
-        spent = float(t["seconds"].sum()) if "seconds" in t else float("nan")
-        rows.append({"page": page, "rates tried": t["lr"].nunique(), "stages trained to choose": int(t["stages"].sum()),
-                     "their seconds": spent, "all the page's stages, seconds": total,
-                     "share": spent / total if total else float("nan")})
-    return pd.DataFrame(rows)
-
-
-def rung_checks(pages: list[str], rungs: list[tuple[int, int | None]], profile: str = "full",
-                results_dir: str | os.PathLike = "results") -> pd.DataFrame:
-    """Successive halving of each stage kind's rates (`selection.rung_rule`) replayed at each (rung, rates kept) on
-    every page's recorded full grid (`lr_curves.csv`; `stage1_curves.csv` from a page that recorded only stage 1's
-    tries): the rates it keeps, whether it chooses the full grid's rate, the epochs it saves."""
-    rows = []
-    for page in pages:
-        res = read(page, profile, results_dir)
-        name = next((n for n in ("lr_curves", "stage1_curves") if (res.dir / f"{n}.csv").exists()), None)
-        if not (res.exists and name and len(curves := res.table(name))):
-            continue
-        text = str(res.provenance["parameters"].get("head_lr_grid", "none"))
-        grid = None if text == "none" else [float(v) for v in text.split(",")]
-        if "stage kind" not in curves:  # a page that recorded stage 1's tries only
-            curves = curves.assign(**{"stage kind": KIND_NAMES["stage1"], "stage": "stage 1"})
-        rows += [{"page": page, "stage kind": kind, **rung_rule(c, r, keep, grid)}
-                 for kind, c in curves.groupby("stage kind", sort=False) for r, keep in rungs]
-    return pd.DataFrame(rows)
-
-
 def cold_estimates(pages: list[str], profile: str = "full", results_dir: str | os.PathLike = "results") -> pd.DataFrame:
     """The training time each page's published run implies, from its stages' recorded seconds: a range, not a timing.
 
@@ -93,19 +51,3 @@ def cold_estimates(pages: list[str], profile: str = "full", results_dir: str | o
                      "high: stage 1 apart, min": (serial + rest / workers) / 60, "commit": part["git_commit"].iloc[0]})
     return pd.DataFrame(rows, columns=["page", "stage 1 min", "other stages, worker min", "workers", "low: all busy, min",
                                        "high: stage 1 apart, min", "commit"])
-
-
-def rung_summary(checks: pd.DataFrame) -> pd.DataFrame:
-    """`rung_checks` per page and rule: whether stage 1 keeps the full grid's rate and the share of its epochs saved,
-    then the same over the small stage kinds (how many keep their rate, the share of their epochs saved)."""
-    rows = []
-    for (page, rung, keep), g in checks.groupby(["page", "rung (epochs)", "rates kept"], sort=False):
-        one, rest = g[g["stage kind"] == KIND_NAMES["stage1"]], g[g["stage kind"] != KIND_NAMES["stage1"]]
-        rows.append({"page": page, "rule": f"rung {rung}, keep {keep}",
-                     "stage 1 keeps its rate": bool(one["same"].all()) if len(one) else None,
-                     "stage 1 epochs saved": 1 - one["epochs, the rule"].sum() / one["epochs, full grid"].sum()
-                     if len(one) else float("nan"),
-                     "small kinds keeping theirs": f"{int(rest['same'].sum())}/{len(rest)}",
-                     "their epochs saved": 1 - rest["epochs, the rule"].sum() / rest["epochs, full grid"].sum()
-                     if len(rest) else float("nan")})
-    return pd.DataFrame(rows)
