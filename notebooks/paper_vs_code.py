@@ -33,8 +33,8 @@ from redlib.book import pages, plots
 from redlib.book.glue import glue_values
 from redlib.book.results import read
 from redlib.core.claims import listing
-from redlib.experiments import task1, task2
-from redlib.red.types import protocol_words
+from redlib.book.paper_vs_code import run_facts
+from redlib.experiments import task2
 from redlib.experiments.ranges import METHOD_KEYS
 from redlib.experiments.robustness_report import mean_drop
 from redlib.experiments.routing_heatmaps import PAPER_SIZES
@@ -76,8 +76,6 @@ in_our_runs = {
                            for _, r in t1.table("parameter_cost").iterrows()),
     "pvc_t2_ops": listing(task2.by_operations(t2.table("overall")).loc[("iid", "RED")]),
     "pvc_t2_red": per_run(t2.table("overall").query("method == 'RED'"), "accuracy"),
-    "pvc_sizes": ", ".join(f"{name} `{r.provenance['parameters']['dataset_size']}`"
-                           for name, r in (("Task 1", t1), ("Task 2", t2), ("step decomposition", sd))),
     "pvc_sd_exact": per_run(sd.table("decomposer"), "exact"),
     "pvc_sd_single": per_run(sd.table("op_experts").query("method == 'RED'"), "accuracy"),
     "pvc_lost": ", ".join(f"{m} {v:.3f} ({task})" for (task, m), v in lost.items() if m in ("RED", "softmax MoE")),
@@ -85,8 +83,7 @@ in_our_runs = {
     "pvc_paper_code_sizes": sizes["code"], "pvc_paper_domain_sizes": sizes["domain"],
     **{f"pvc_our_{w}_sizes": "/".join(str(rh_params[f"{w}_{k}"]) for k in s) for w, s in PAPER_SIZES.items()},
     "pvc_lr_check": per_run(ops_true, "accuracy"),
-    "pvc_protocol": protocol_words(task1.Task1Config.from_params(  # Task 1's recorded parameters, in words
-        **{k: v for k, v in t1.provenance["parameters"].items() if k in task1.Task1Config.param_names()})),
+    **run_facts(cfg.profile, cfg.results_dir),  # the protocol, from each page's recorded parameters
     "pvc_mnist": listing(mn.table("overall").groupby("method", sort=False)["accuracy"].mean()
                          .loc[["RED", "softmax MoE", "RED code variant", "softmax MoE (code experts)"]]),
 }
@@ -137,8 +134,8 @@ glue_values(in_our_runs)
 #   (`data_source='text'`); unseen operand pairs ("pairs", 20% of the pairs in test) are our extension; the
 #   released generator is offered as `data_source='released'`. *In our runs:* RED {glue:text}`pvc_red`.
 # - **Stage 1 length.** The paper trains up to 60 epochs with early stopping at patience 3. Here stage 1,
-#   like every stage, stops by our guard (patience 10, a cap doubled until patience ends it): the recorded
-#   parameters of Task 1 say {glue:text}`pvc_protocol`. *In our runs:* stage 1 ran {glue:text}`pvc_stage1`.
+#   like every stage, stops by our guard (see "Learning rates and caps"). *In our runs:* stage 1 ran
+#   {glue:text}`pvc_stage1`.
 # - **How numbers reach the backbone.** Qwen3-0.6B's tokenizer splits numbers into single digits; the
 #   embedded MiniLM reads a two-digit number as one token (tokenization table on the Task 1 page).
 #   `number_format='digits'` writes "5 7" to give it digit tokens, an extension shown on unseen pairs. *In
@@ -155,12 +152,12 @@ glue_values(in_our_runs)
 # ## Task 2 and the step decomposition
 #
 # - **Dataset size.** The paper first describes Task 2 with 20k/2.5k/2.5k samples (4.2.2); its final setup
-#   (4.5.6) uses 80k (64k/8k/8k) for every task, and that is the protocol the full profile follows on every
-#   arithmetic page (`dataset_size='final'`; `'first'` gives the 20k set). *In our runs:* {glue:text}`pvc_sizes`.
+#   (4.5.6) uses 80k (64k/8k/8k) for every task; `dataset_size` picks one (`'final'`, `'first'`). *In our
+#   runs:* {glue:text}`pvc_sizes`.
 # - **Number of operations.** The paper's data section says one or two operators, its results two to four
-#   (50/30/20%), and 4.7 about 80% single-operation expressions. Here it is a parameter, `step_mix`: one or
-#   two operations (50/50) end to end, the seed text; 2/3/4 steps at 20/40/40% for the decomposition study,
-#   the paper's decomposer data. *In our runs:* Task 2 RED by operations (iid) {glue:text}`pvc_t2_ops`.
+#   (50/30/20%), and 4.7 about 80% single-operation expressions. Here it is a parameter, `step_mix`. *In our
+#   runs:* Task 2 {glue:text}`pvc_t2_mix`; the step decomposition {glue:text}`pvc_sd_mix`; Task 2 RED by
+#   operations (iid) {glue:text}`pvc_t2_ops`.
 # - **Test protocol.** The paper samples train and test iid (an expression can be in both). The claims are
 #   judged on iid, with the overlap measured on the page; an "isolated" split, no symbolic form in two
 #   splits, is our extension. *In our runs:* Task 2 RED {glue:text}`pvc_t2_red`.
@@ -173,12 +170,12 @@ glue_values(in_our_runs)
 #   per operation for train and val; test holds every step once. *In our runs:* single steps, RED
 #   {glue:text}`pvc_sd_single`.
 # - **Learning rates and caps.** The paper uses AdamW at 1e-4 for every stage, virtual batch 64, up to 60
-#   epochs with patience 3 (set for Qwen3-0.6B). Here every arithmetic stage trains at the paper's rate with
-#   one guard of ours, fixed before any run and read on validation only: patience 10 for every stage, and a
-#   cap that never decides (a stage still improving at its cap trains on under the cap doubled). No rate is
-#   chosen on validation loss (`head_lr_grid` offers that as an extension). The step decomposition's 2x2 of
-#   stage 1's and the small stages' rates (1e-3 or 1e-4, one seed) shows what the rate moves. *In our runs:*
-#   single steps, RED routed by the true operation {glue:text}`pvc_lr_check`.
+#   epochs with patience 3 (set for Qwen3-0.6B). We add one guard, fixed before any run and read on
+#   validation only: a longer patience, and a cap that never decides (a stage still improving at its cap
+#   trains on under the cap doubled). A rate chosen on validation loss (`head_lr_grid`) is an extension, and
+#   the step decomposition's 2x2 of stage 1's and the small stages' rates shows what the rate moves. *In our
+#   runs:* Task 1 trained with {glue:text}`pvc_protocol`; single steps, RED routed by the true operation
+#   {glue:text}`pvc_lr_check`.
 #
 # ## The routing experiments and MNIST
 #
@@ -200,7 +197,7 @@ glue_values(in_our_runs)
 #   and an MoE gate over those same experts. This book uses the 5,000 embedded digits (8:1:1) by default,
 #   full MNIST from a local `data_dir`, the same CNN and base; the claims are judged with the paper's forms,
 #   with the code's forms ("RED code variant", "softmax MoE (code experts)", "uniform (code experts)")
-#   beside them; lr 1e-3 (the code's is not in our sources). *In our runs:* MNIST {glue:text}`pvc_mnist`.
+#   beside them. *In our runs:* {glue:text}`pvc_mnist_setup`; MNIST {glue:text}`pvc_mnist`.
 #
 # Every value pasted above, by its key, as the run computed it:
 

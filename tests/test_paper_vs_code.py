@@ -1,0 +1,30 @@
+"""The paper-vs-code page's words about our runs follow the recorded parameters (`redlib/book/paper_vs_code.py`)."""
+
+import json
+
+from redlib.book import paper_vs_code
+from redlib.book.results import digests
+
+
+def recorded(root, page, **params):
+    """A page's claims.json whose provenance records the full profile's parameters, with `params` changed."""
+    cfg = paper_vs_code.CONFIGS[page].from_params(profile="full", **params)
+    d = root / "full" / page
+    d.mkdir(parents=True)
+    (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": {"parameters": cfg.asdict()},
+                                               "sha256": digests(d, {})}))
+
+
+def test_the_words_change_when_the_recorded_parameters_do(tmp_path):
+    for page in paper_vs_code.CONFIGS:
+        recorded(tmp_path / "a", page)
+    recorded(tmp_path / "b", "task1_addition", patience=4, double_cap=False, expert_hidden=32)
+    recorded(tmp_path / "b", "task2_mixed", step_mix="1:0.5,2:0.5", mix_variant="none")
+    recorded(tmp_path / "b", "step_decomposition", dataset_size="first")
+    a, b = paper_vs_code.run_facts("full", tmp_path / "a"), paper_vs_code.run_facts("full", tmp_path / "b")
+    assert "patience 10" in a["pvc_protocol"] and "doubled" in a["pvc_protocol"] and "linear" in a["pvc_protocol"]
+    assert "patience 4" in b["pvc_protocol"] and "doubled" not in b["pvc_protocol"] and "32" in b["pvc_protocol"]
+    assert a["pvc_t2_mix"].startswith("80/20") and "50/50 as an extension" in a["pvc_t2_mix"]
+    assert b["pvc_t2_mix"].startswith("50/50") and "extension" not in b["pvc_t2_mix"]
+    assert "`final` (64,000/8,000/8,000)" in a["pvc_sizes"] and "step decomposition `first`" in b["pvc_sizes"]
+    assert "lr 0.001" in a["pvc_mnist_setup"] and b["pvc_mnist_setup"] == "not run yet"
