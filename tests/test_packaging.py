@@ -46,3 +46,10 @@ def test_the_book_states_the_python_version_pyproject_requires():
         text = (project_root() / doc).read_text()
         assert f"Python {version}+" in text, doc
         assert not re.search(r"Python 3\.(?!" + version.split(".")[1] + r"\b)\d+\+", text), doc
+
+
+def test_the_readme_says_what_the_project_is_and_its_two_commands_first():
+    lines = (project_root() / "README.md").read_text().splitlines()
+    first = "\n".join(lines[:15])
+    assert len(lines) <= 100 and "Jupyter Book" in first and "make book" in first and "make test" in first
+    assert (project_root() / "CONTRIBUTING.md").exists()
