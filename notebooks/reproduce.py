@@ -36,7 +36,7 @@
 #
 # Every parameter is checked against the notebook's configuration before a kernel starts: an unknown
 # name, a wrong type, an unknown profile or value, or a backbone folder that does not exist is a
-# one-line error naming what is allowed (the README's table lists what is checked where). With `--output`
+# one-line error naming what is allowed (CONTRIBUTING.md's table lists what is checked where). With `--output`
 # the results go beside the notebook; a full-profile run with parameters other than the defaults
 # replaces this book's page only with `--publish`, and then says so in its provenance box. Trained
 # stages are cached in `cache/` under the hash of what produced them, so a re-run with the same
