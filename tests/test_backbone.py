@@ -129,7 +129,7 @@ def test_the_kernel_path_follows_the_cpu_and_never_computes_in_bf16(mode):
     code = "import json; from redlib.speed import kernels; print(json.dumps(kernels.configure()))"
     rec = json.loads(subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                                     check=True).stdout)
-    from redlib import ONEDNN_ISA_CAP
+    from redlib.speed.kernels import ONEDNN_ISA_CAP
 
     assert rec["onednn_isa_cap"] == ONEDNN_ISA_CAP
     amd = rec["vendor"] == "AuthenticAMD" and rec["isa"].startswith("AVX512")

@@ -112,3 +112,24 @@ def test_no_module_imports_itself_round_a_circle():
     for m in sorted(graph):
         visit(m)
     assert not circles
+
+
+def test_nothing_in_redlib_sets_the_environment_at_import():
+    """Every redlib module imported (after the libraries they use): the process environment is unchanged; set-up
+    happens in one call, `speed.kernels.configure`."""
+    import subprocess
+    import sys
+
+    code = ("import os, pkgutil, importlib, torch, transformers, pandas, matplotlib, sklearn\n"
+            "before = dict(os.environ)\n"
+            "import redlib\n"
+            "for m in pkgutil.walk_packages(redlib.__path__, 'redlib.'):\n"
+            "    if not m.name.endswith('__main__'):\n"
+            "        importlib.import_module(m.name)\n"
+            "print(sorted(k for k in set(before) | set(os.environ) if before.get(k) != os.environ.get(k)))")
+    import os
+
+    # a bare environment: this test process has imported redlib, so its own environment may hold what redlib set
+    bare = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=bare)
+    assert out.stdout.strip() == "[]", out.stdout

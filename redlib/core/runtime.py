@@ -9,9 +9,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-# deterministic cuBLAS on a GPU: read once, when cuBLAS starts, so it is set as soon as redlib is imported
-os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-
 
 def project_root() -> Path:
     """The repository root: $REDLIB_ROOT, else the checkout holding this package, else the cwd."""

@@ -7,8 +7,8 @@ path ran stage 1 at about a third of MKL's speed. Taking one path on both vendor
 either (oneDNN blocks its sums by each CPU's cache sizes: the full MNIST page re-run on Intel on oneDNN still
 differed from the AMD publication in its last digits), so trained numbers are compared across machines within a
 tolerance (`redlib/book/numbers.py`), never bit for bit. The oneDNN flag also lets oneDNN compute in bf16 on CPUs
-with AMX units, so oneDNN's instruction set is capped below AMX (`ONEDNN_MAX_CPU_ISA`, set when redlib is imported,
-before oneDNN starts: see `redlib/__init__.py`), and the path is taken only after a small product agrees with
+with AMX units, so oneDNN's instruction set is capped below AMX (`ONEDNN_MAX_CPU_ISA`, set by `configure` before any
+product runs, as oneDNN reads it at its first primitive), and the path is taken only after a small product agrees with
 float64 as closely as the stock kernels' does; otherwise the stock kernels stay. fp32 stays the arithmetic either
 way: only which kernels run it changes, and every process of a run (page kernel and workers) takes the same
 decision, so workers stay bit-identical to a serial run. `REDLIB_MATMUL=stock` forces the stock kernels; `fast`
@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 MODES = ("auto", "stock", "fast")
+ONEDNN_ISA_CAP = "AVX512_CORE_BF16"  # below AMX, whose units would compute the oneDNN fp32 path in bf16
 # the fast path must agree with float64 within this factor of the stock kernels' own error (both are about 5e-7)
 TOLERANCE_FACTOR = 4.0
 
@@ -66,9 +67,21 @@ def mode() -> str:
     return chosen
 
 
+def environment() -> None:
+    """This process's environment defaults, set by `configure` before any product runs (a value the reader set
+    wins): oneDNN's instruction set capped below AMX, and cuBLAS's deterministic workspace on a GPU (read when cuBLAS
+    starts)."""
+    if not (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")):
+        os.environ["ONEDNN_MAX_CPU_ISA"] = ONEDNN_ISA_CAP
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+
+
 @cache
 def configure() -> dict[str, Any]:
-    """Pick this process's fp32 matmul kernels (once) and return what was chosen and why, for provenance."""
+    """This process's set-up, once: its environment defaults (`environment`), then its fp32 matmul kernels; returns
+    what was chosen and why, for provenance. Every entry point calls it (a page's first step, the pipeline's stages,
+    each worker) before it trains; nothing is set when redlib is imported."""
+    environment()
     wanted_mode = mode()
     vendor, isa = cpu_vendor(), torch.backends.cpu.get_cpu_capability()
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "none"
