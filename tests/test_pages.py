@@ -30,3 +30,16 @@ def test_every_claim_group_has_a_page():
     groups = {c["group"] for c in load_claims().values()}
     covered = {g for p in registry.PAGES for g in p.claim_groups}
     assert groups <= covered
+
+
+def test_the_common_parameters_say_what_each_notebook_takes():
+    """A parameter that means or allows other things on some notebooks gets a row of its own for them: Task 2's
+    split values are not Task 1's, and the toy page's device is described as its own."""
+    from redlib.book import parameters
+
+    common = parameters.common_table(parameters.parameter_table())
+    split = common[common["parameter"] == "split"].set_index("notebooks")["allowed"]
+    assert split["task1_addition"] == "iid, pairs" and split["task2_mixed, step_decomposition"] == "iid, isolated"
+    for _, row in common.iterrows():
+        for nb in row["notebooks"].split(", ") if row["notebooks"] != "all" else []:
+            assert registry.config_for(nb).describe(row["parameter"]) == row["what it does"]

@@ -53,15 +53,17 @@ def parameter_table() -> pd.DataFrame:
 
 
 def common_table(table: pd.DataFrame) -> pd.DataFrame:
-    """The `COMMON` parameters across notebooks: what each does, which notebooks take it, its full-profile value."""
+    """The `COMMON` parameters across notebooks: what each does, which notebooks take it, its full-profile value; one
+    row per description and allowed values, so a parameter that means or allows something else on some notebooks
+    (a reading page's `device`, Task 2's `split`) gets a row of its own for those."""
     rows = []
     for name in COMMON:
         hit = table[table["parameter"] == name]
-        if len(hit):
-            full = hit["full value"].where(hit["full value"] != "", hit["default"])
-            rows.append({"parameter": name, "what it does": hit["description"].iloc[0],
-                         "notebooks": ", ".join(hit["notebook"]) if len(hit) < len(set(table["notebook"])) else "all",
-                         "full profile": ", ".join(dict.fromkeys(full)), "allowed": hit["allowed"].iloc[0]})
+        for (what, allowed), part in hit.groupby(["description", "allowed"], sort=False):
+            full = part["full value"].where(part["full value"] != "", part["default"])
+            rows.append({"parameter": name, "what it does": what,
+                         "notebooks": ", ".join(part["notebook"]) if len(part) < len(set(table["notebook"])) else "all",
+                         "full profile": ", ".join(dict.fromkeys(full)), "allowed": allowed})
     return pd.DataFrame(rows)
 
 
