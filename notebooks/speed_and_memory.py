@@ -36,6 +36,7 @@ import pandas as pd
 from IPython.display import Markdown, display
 
 from redlib.bench import report
+from redlib.bench.cold import cold_answer, cold_book
 from redlib.book import pages, plots, registry
 from redlib.book.glue import glue_values
 from redlib.book.costs import cold_estimates
@@ -69,6 +70,16 @@ else:
                      f"`{bench['git_commit'][:12]}`{' - smoke mode: tiny sizes, one repetition' if bench['smoke'] else ''}."))
     if bench.get("errors"):
         display(Markdown("**Steps of this bench run that failed:** " + "; ".join(f"{k}: {v}" for k, v in bench["errors"].items())))
+
+# %% [markdown]
+# :::{admonition} The answer
+# :class: tip
+# {glue:text}`sp_answer` Each page's own time, the micro-benchmarks behind the speed levers and the
+# machine's details follow.
+# :::
+
+# %% tags=["remove-cell"]
+glue_values({"sp_answer": cold_answer(cold_book(bench), registry.BOOK_MINUTES)})
 
 # %% [markdown]
 # The budgets each page's cold run is held to (full profile, from an empty stage cache, on this

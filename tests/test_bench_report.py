@@ -268,3 +268,13 @@ def test_the_readme_states_the_committed_benchs_cold_book():
 
     found = README_MARK.findall((project_root() / "README.md").read_text())
     assert found == [readme_text(committed())]
+
+
+def test_the_speed_pages_answer_says_whether_the_book_meets_its_budget_and_what_costs_most():
+    from redlib.bench.cold import cold_answer
+
+    book = {"min": 100.0, "build min": 1.0, "pages": [{"page": "a", "min": 30.0, "commit": "x", "disturbed": ""},
+                                                      {"page": "b", "min": 69.0, "commit": "y", "disturbed": "busy"}]}
+    words = cold_answer(book, 90)
+    assert "takes 100 min: it misses its budget of 90 min" in words and "b (69 min, 69% of the book)" in words
+    assert "reading high" in words and "meets" in cold_answer(book, 120) and cold_answer(None, 90).startswith("Not")

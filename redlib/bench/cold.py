@@ -78,6 +78,18 @@ def cold_book_words(book: dict[str, Any] | None, shown_min: float = 1.0) -> str:
             + (f"; timed beside other processes, so reading high: {', '.join(beside)}" if beside else ""))
 
 
+def cold_answer(book: dict[str, Any] | None, budget_min: float) -> str:
+    """The Speed page's answer: whether the cold book meets its budget, and the page that costs most, in a sentence."""
+    if book is None:
+        return "Not measured yet: `make bench` times every page cold."
+    dearest = max(book["pages"], key=lambda p: p["min"])
+    verdict = "meets" if book["min"] <= budget_min else "misses"
+    return (f"The whole book, cold on the 2-core machine, takes {book['min']:.0f} min: it {verdict} its budget of "
+            f"{budget_min:.0f} min. What costs most is {dearest['page']} ({dearest['min']:.0f} min, "
+            f"{dearest['min'] / book['min']:.0%} of the book)"
+            + (", timed beside other processes, so reading high" if dearest["disturbed"] else "") + ".")
+
+
 def cold_line(profile: str) -> str:
     """The book plan's line on what an empty-cache run of the profile costs, as the committed bench measured it."""
     book = cold_book(committed(), profile)
