@@ -34,8 +34,9 @@
 # %% [markdown]
 # :::{admonition} The answer
 # :class: tip
-# A pretrained code expert takes {glue:text}`ra_code_share:.3f` of the routing weight on code
-# (uniform: 0.25), `ra.code_expert` **{glue:text}`ra_v_ra_code_expert`**; the '0 or 7' expert,
+# A pretrained code expert takes {glue:text}`ra_code_share:.3f` of the routing weight on code, against
+# {glue:text}`ra_other_low:.3f`-{glue:text}`ra_other_high:.3f` on the other domains: `ra.code_expert`
+# **{glue:text}`ra_v_ra_code_expert`**; the '0 or 7' expert,
 # `ra.mnist07` **{glue:text}`ra_v_ra_mnist07`**; domain experts, `ra.domain_match`
 # **{glue:text}`ra_v_ra_domain_match`**.
 # :::

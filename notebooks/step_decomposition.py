@@ -42,7 +42,7 @@
 # Given the true programs, RED executes {glue:text}`sd_true_red:.3f` of them (paper
 # {glue:text}`sd_paper_red`), the softmax MoE {glue:text}`sd_true_moe:.3f` ({glue:text}`sd_paper_moe`) and
 # AllFix {glue:text}`sd_true_allfix:.3f` ({glue:text}`sd_paper_allfix`); the ordering claim
-# **{glue:text}`sd_v_sd_order`**. Every stage trains at the paper's rate, 1e-4, until patience stops it.
+# **{glue:text}`sd_v_sd_order`**. Every stage trains at the paper's rate, {glue:text}`sd_head_lr`, until patience stops it.
 # What moves execution, from the 2x2 of stage 1's and the small stages' rates on one seed (below):
 # {glue:text}`sd_attribution`.
 # :::

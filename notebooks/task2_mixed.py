@@ -34,8 +34,8 @@
 # :class: tip
 # On the paper's mix ({glue:text}`t2_step_mix`), RED reaches {glue:text}`t2_red:.3f` against the
 # paper's {glue:text}`t2_paper_red` and the softmax MoE {glue:text}`t2_moe:.3f` against
-# {glue:text}`t2_paper_moe`: our ordering is {glue:text}`t2_ranking`, and the paper's ordering claim
-# **{glue:text}`t2_v_t2_order`**.
+# {glue:text}`t2_paper_moe`. RED − MoE is {glue:text}`t2_red_minus_moe` (the paper: {glue:text}`t2_paper_gap`); our
+# ordering is {glue:text}`t2_ranking`, and the paper's ordering claim **{glue:text}`t2_v_t2_order`**.
 # :::
 
 # %% tags=["parameters", "remove-cell"]

@@ -43,3 +43,16 @@ def test_the_common_parameters_say_what_each_notebook_takes():
     for _, row in common.iterrows():
         for nb in row["notebooks"].split(", ") if row["notebooks"] != "all" else []:
             assert registry.config_for(nb).describe(row["parameter"]) == row["what it does"]
+
+
+def test_every_answer_box_takes_its_numbers_from_the_pages_glued_values():
+    """An answer box types no measured number: every number in it is a glued value of its page (names such as
+    "Task 1", "stage 1", "2x2" and the paper's "60k digits" are words, not measurements)."""
+    import re
+
+    words = r"Task [12]|stage [14]|2x2|'0 or 7'|60k"
+    for path in sorted((project_root() / "notebooks").glob("*.py")):
+        text = path.read_text()
+        for box in re.findall(r"# :::\{admonition\} The answer\n(.*?)\n# :::\n", text, re.S):
+            bare = re.sub(r"\{glue:text\}`[^`]*`|`[^`]*`|" + words, "", box)
+            assert not re.search(r"\d", bare.replace("# :class: tip", "")), (path.name, bare)

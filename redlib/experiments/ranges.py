@@ -16,7 +16,7 @@ import torch
 from tqdm import tqdm
 
 from ..core import measure
-from ..core.claims import load_claims
+from ..core.claims import load_claims, pair_outcome, seeds_words, small
 from ..core.config import MAX_SEEDS, ParameterError, param
 from ..core.metrics import confusion
 from ..core.runtime import resolve_device
@@ -223,6 +223,14 @@ def profile_words(cfg: RangeTaskConfig, bb: Backbone) -> str:
     return (f"Profile **{cfg.profile}**: backbone `{cfg.backbone}` ({type(bb.full).__name__}, {bb.n_blocks} blocks, "
             f"d = {bb.dim}, top {bb.k} trained), {cfg.runs_label()}, {cfg.data_words()}, dataset `{cfg.dataset_size}`, "
             f"{protocol_words(cfg)}.")
+
+
+def paired_gap(acc: pd.DataFrame, a: str = "RED", b: str = "softmax MoE") -> str:
+    """a − b over seeds (rows of `acc`), paired by seed: 'mean ± sd over N seeds', as the ledger's rule reads it."""
+    outcome, gap, sd = pair_outcome(acc[a].tolist(), acc[b].tolist())
+    spread = f" ± {small(sd)}" if sd == sd else ""
+    rule = {"above": f"{a} ahead", "below": f"{b} ahead", "tie": "a tie"}[outcome]
+    return f"{small(gap, sign=True)}{spread} over {seeds_words(len(acc))}, {rule} by the ledger's rule"
 
 
 def every_run(cfg: RangeTaskConfig, title: str) -> Iterator[tuple[Setting, int]]:

@@ -238,7 +238,5 @@ def pairs_gap(cfg: Task1Config, t: dict[str, pd.DataFrame]) -> str:
     if pairs is None or pairs == cfg.settings[0]:
         return "not run as an extension in this profile"
     acc = ranges.seeds_by_method(t, pairs)
-    d = acc["RED"] - acc["softmax MoE"]
-    sd = f" ± {d.std(ddof=1):.3f}" if len(d) > 1 else ""
-    return (f"{d.mean():+.3f}{sd} over {len(d)} seed{'s' * (len(d) > 1)} (RED {acc['RED'].mean():.3f}, softmax MoE "
-            f"{acc['softmax MoE'].mean():.3f}, global head {acc['global head'].mean():.3f})")
+    return (ranges.paired_gap(acc) + f" (RED {acc['RED'].mean():.3f}, softmax MoE {acc['softmax MoE'].mean():.3f}, "
+            f"global head {acc['global head'].mean():.3f})")

@@ -180,6 +180,8 @@ def found(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
     return {
         **selection.found("t2", cfg, t.get("lr_selection")),
         "t2_protocol": protocol_words(cfg), "t2_ties": range_tables.ties_words(ov, main.label),
+        "t2_red_minus_moe": ranges.paired_gap(ranges.seeds_by_method(t, main)),
+        "t2_paper_gap": f"{paper['t2.red.acc']['paper'] - paper['t2.moe.acc']['paper']:+.3f}",
         **range_tables.stage1_beside("t2", cfg, t),
         "t2_setting": main.description, "t2_step_mix": cfg.step_mix, "t2_backbone": cfg.backbone,
         "t2_value_tol": VALUE_TOL,
