@@ -120,6 +120,18 @@ display(Markdown(":::{table} Each part of the paper: its page, its claims, and h
 # provenance box at the end of each page says which profile, seeds and commit produced it, and how
 # long it took.
 #
+# ## Glossary
+#
+# - **Stage 1**: the backbone's top two blocks and a global head trained together on 10% of train; then
+#   frozen. **Stage 2**: each expert trained alone on its domain. **Stage 3**: the router (and the MoE's
+#   gate) trained with the experts frozen. **Stage 4**: residuals and router tuned together (a variant).
+# - **RED**: the paper's method, {eq}`eq-red`. **Softmax MoE**: the classical mixture, each expert a
+#   classifier and the mixture weights from a gate of its own, trained on the answer loss.
+# - **Oracle**: the true domain picks the expert, an upper bound no deployed system has.
+# - **Ceiling**: accuracy of 0.995 or more; a comparison among values all at the ceiling cannot rank them.
+# - **Seed spread**: the sample standard deviation over seeds; an order needs a paired difference 0.01
+#   beyond it.
+#
 # ## Backbone and data of the published numbers
 #
 # The published pages use only what installs from PyPI and runs offline: the pretrained
