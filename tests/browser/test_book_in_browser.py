@@ -2,7 +2,8 @@
 content column, every table has a caption, no error text, NaN, None or unrendered template shows, and every
 internal link resolves; and every page reads within a reader's length: at most 12,000 px tall, no visible table
 over 2,000 px (one behind a click does not count), at most 350 words under "What we found", no header word broken
-inside itself, and every commit a page names is in this repository's history.
+inside itself, no number that rounds to zero printed as "0.000", every experiment page's answer box within its
+first 1,000 px, and every commit a page names is in this repository's history.
 
 Runs after the smoke book is built (`make browser`, part of `make test`); it saves a full-page screenshot of every
 page under `_build/screenshots/` for review. Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from redlib.book.registry import PAGES
+from redlib.book.registry import BY_NAME, PAGES
 from redlib.core.runtime import project_root
 
 WIDTH = 1400
@@ -74,12 +75,17 @@ if (sec) {
   words = prose.textContent.split(/\s+/).filter(w => /\w/.test(w)).length;
 }
 const commits = [...text.matchAll(/commit\s+([0-9a-f]{7,40})/g)].map(m => m[1]);
+// where the page's answer box starts, from the top of the page (null: the page has none)
+const box = [...article.querySelectorAll('.admonition')].find(a => /^\s*The answer/.test(a.innerText));
+const answer_top = box ? box.getBoundingClientRect().top + window.scrollY : null;
 return {wide: wide, uncaptioned: uncaptioned, text: text, cells: cells, tall: tall, broken: broken,
-        found_words: words, commits: commits,
+        found_words: words, commits: commits, answer_top: answer_top,
         links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))};
 """
 TALLEST_PAGE, TALLEST_TABLE, FOUND_WORDS = 12_000, 2_000, 350  # px at 1400 px wide; words under "What we found"
-BAD_TEXT = ["Traceback", "Error:", "Exception", "{glue", "{{", "}}", "<br>", "&lt;", "&gt;"]
+ANSWER_WITHIN = 1_000  # px from the top of an experiment page to its answer box
+BAD_TEXT = ["Traceback", "Error:", "Exception", "{glue", "{{", "}}", "<br>", "&lt;", "&gt;",
+            "± 0.000", "at most 0.000", "+0.000", "-0.000", "−0.000"]  # a number that rounds to zero says so
 BAD_CELLS = {"nan", "NaN", "None", "none", "inf", "-inf", "<NA>"}
 
 
@@ -147,6 +153,11 @@ def problems(page: str, found: dict) -> list[str]:
     out += [f"{page}: the header word {w!r} breaks inside itself" for w in sorted(set(found["broken"]))]
     if found["found_words"] > FOUND_WORDS:
         out.append(f"{page}: 'What we found' runs {found['found_words']} words (at most {FOUND_WORDS})")
+    if Path(page).stem in BY_NAME and BY_NAME[Path(page).stem].trains:
+        if found["answer_top"] is None:
+            out.append(f"{page}: no answer box")
+        elif found["answer_top"] > ANSWER_WITHIN:
+            out.append(f"{page}: the answer box starts {found['answer_top']:,.0f} px down (at most {ANSWER_WITHIN:,})")
     out += [f"{page}: commit {c} is not in this repository's history" for c in sorted(set(found["commits"]))
             if not in_history(c)]
     for href in found["links"]:
