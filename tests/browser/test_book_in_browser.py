@@ -141,8 +141,9 @@ def in_history(commit: str) -> bool:
                           capture_output=True).returncode == 0
 
 
-def problems(page: str, found: dict) -> list[str]:
-    """What a reader would trip over on `page`, one line each."""
+def problems(page: str, found: dict, trains: bool | None = None) -> list[str]:
+    """What a reader would trip over on `page`, one line each (`trains`: whether it is an experiment page, which
+    opens with its answer; by default, as the registry says)."""
     out = [f"{page}: {w}" for w in found["wide"]]
     out += [f"{page}: {t} has no caption" for t in found["uncaptioned"]]
     out += [f"{page}: the text shows {bad!r}" for bad in BAD_TEXT if bad in found["text"]]
@@ -153,7 +154,7 @@ def problems(page: str, found: dict) -> list[str]:
     out += [f"{page}: the header word {w!r} breaks inside itself" for w in sorted(set(found["broken"]))]
     if found["found_words"] > FOUND_WORDS:
         out.append(f"{page}: 'What we found' runs {found['found_words']} words (at most {FOUND_WORDS})")
-    if Path(page).stem in BY_NAME and BY_NAME[Path(page).stem].trains:
+    if trains if trains is not None else Path(page).stem in BY_NAME and BY_NAME[Path(page).stem].trains:
         if found["answer_top"] is None:
             out.append(f"{page}: no answer box")
         elif found["answer_top"] > ANSWER_WITHIN:
@@ -180,7 +181,7 @@ def spoiled(browser, edit, name: str) -> list[str]:
     bad = page.with_name(f"{name}.html")
     bad.write_text(edit(page.read_text()))
     try:
-        return problems(f"book/{name}.html", look(browser, f"book/{name}.html"))
+        return problems(f"book/{name}.html", look(browser, f"book/{name}.html"), trains=True)
     finally:
         bad.unlink()
         (SHOTS / f"{name}.png").unlink(missing_ok=True)
@@ -206,3 +207,10 @@ def test_the_check_fails_on_a_deliberately_tall_table_and_a_long_finding(browser
     assert any("table#tall" in f and "px tall" in f for f in found), found
     assert not any("table#hidden" in f for f in found), found
     assert any("'What we found' runs" in f for f in found), found
+
+
+def test_the_check_fails_on_a_page_without_its_answer_box_and_on_a_zero_printed_as_0_000(browser):
+    found = spoiled(browser, lambda html: html.replace("The answer", "An answer").replace(
+        '<section id="', "<p>a change of ± 0.000</p>" + '<section id="', 1), "_answer_check")
+    assert any("no answer box" in f for f in found), found
+    assert any("'± 0.000'" in f for f in found), found
