@@ -19,7 +19,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
-## make html: the committed (already executed) book as HTML, in seconds; nothing is trained
+## make html: the committed experiment pages as HTML, the reading pages executed from their results (a minute or two);
+## nothing is trained
 html: $(STAMP)
 	$(PY) -m redlib book --no-execute
 

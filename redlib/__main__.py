@@ -69,7 +69,8 @@ def _parser() -> argparse.ArgumentParser:
     book = sub.add_parser("book", help="execute every notebook with a profile and build the HTML book (strict)")
     book.set_defaults(func=_book)
     book.add_argument("--profile", default="full", help=f"one of: {', '.join(PROFILES)} (default full)")
-    book.add_argument("--no-execute", action="store_true", help="build from the already executed notebooks")
+    book.add_argument("--no-execute", action="store_true", help="build from the already executed experiment notebooks "
+                      "(the reading pages are executed from their results)")
     book.add_argument("--workers", type=int, default=None, help=WORKERS_HELP)
     params = sub.add_parser("params", help="list every notebook's parameters with their defaults")
     params.set_defaults(func=_params)
@@ -147,7 +148,7 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _book(args: argparse.Namespace) -> None:
-    """`book`: every notebook with a profile (or none, with --no-execute), then the strict HTML build."""
+    """`book`: every notebook with a profile (only the reading pages, with --no-execute), then the strict HTML build."""
     from .book import runner
 
     _check_run_options(args)

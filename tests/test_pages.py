@@ -56,3 +56,15 @@ def test_every_answer_box_takes_its_numbers_from_the_pages_glued_values():
         for box in re.findall(r"# :::\{admonition\} The answer\n(.*?)\n# :::\n", text, re.S):
             bare = re.sub(r"\{glue:text\}`[^`]*`|`[^`]*`|" + words, "", box)
             assert not re.search(r"\d", bare.replace("# :class: tip", "")), (path.name, bare)
+
+
+def test_no_reading_page_is_tracked_in_git():
+    """Reading pages are executed from the results and the bench when the book is built; only the experiment pages'
+    executed notebooks and results are the data of record."""
+    import subprocess
+
+    tracked = subprocess.run(["git", "ls-files", "book", "results/full"], cwd=project_root(), capture_output=True,
+                             text=True, check=True).stdout.split()
+    reading = {p.name for p in registry.PAGES if not p.trains}
+    assert not [f for f in tracked if any(f"/{name}." in f or f"/{name}/" in f for name in reading)]
+    assert any("book/task1_addition.ipynb" == f for f in tracked)

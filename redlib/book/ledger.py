@@ -290,9 +290,10 @@ def changes(df: pd.DataFrame, before: str | os.PathLike, collected: dict[str, di
 
 
 def snapshot(results_root: str | os.PathLike, profile: str = "full") -> pd.DataFrame:
-    """The published ledger's verdicts (its ledger.csv, as its page showed them) with the commit each claim's page
-    was published at: what a re-publication saves as results/verdicts_before.csv before it re-runs the pages."""
-    shown = read("claims_ledger", profile, results_root).table("ledger")
+    """The ledger's verdicts on the committed results (the ledger page is built from them, never committed) with the
+    commit each claim's page was published at: what a re-publication saves as results/verdicts_before.csv before it
+    re-runs the pages."""
+    shown = table(collect(results_root, profile))
     commits = {page.name: str(read(page.name, profile, results_root).provenance.get("git_commit", ""))[:7]
                for page in PAGES if read(page.name, profile, results_root).exists}
     return shown[["id", "verdict", "notebook"]].assign(published_at=shown["notebook"].map(commits).fillna(""))

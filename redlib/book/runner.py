@@ -303,7 +303,8 @@ def plan_lines(profile: str, cold: str = "") -> list[str]:
     return [f"book (profile {profile}): executes {len(NOTEBOOKS)} pages in order, then builds the HTML book",
             f"  stage cache {cache_dir()}: {entries} trained stages; a page whose stages are all there only loads them"
             + ("" if entries else " (empty: every stage trains)"), *([cold] if cold else []),
-            "  quicker: `python -m redlib book --no-execute` (the committed book as HTML, seconds); "
+            "  quicker: `python -m redlib book --no-execute` (the committed experiment pages, the reading pages "
+            "built from their results: a minute or two); "
             "`make book PROFILE=smoke` (tiny runs, minutes)"]
 
 
@@ -318,14 +319,16 @@ def verify_results(profile: str, results_dir: str = "results") -> None:
 
 
 def build_book(profile: str = "full", execute_notebooks: bool = True, progress: bool = True) -> Path:
-    """Execute every notebook with the profile, then build the HTML strictly; returns index.html."""
+    """Execute every notebook with the profile, then build the HTML strictly; returns index.html. Without
+    `execute_notebooks`, the experiment pages are taken as executed (the committed book) and only the reading pages,
+    which are built and never committed, are executed from the results and the bench file."""
     stage = stage_book(profile)
+    todo = list(NOTEBOOKS) if execute_notebooks else [p.name for p in PAGES if not p.trains]
     if not execute_notebooks:
         verify_results(profile)
-    else:
-        for k, notebook in enumerate(NOTEBOOKS, 1):
-            print(f"page {k} of {len(NOTEBOOKS)}: {notebook}", file=sys.stderr)
-            execute(notebook, {"profile": profile}, progress=progress)
+    for k, notebook in enumerate(todo, 1):
+        print(f"page {k} of {len(todo)}: {notebook}", file=sys.stderr)
+        execute(notebook, {"profile": profile}, progress=progress)
     missing = [n for n in NOTEBOOKS if not (stage / "book" / f"{n}.ipynb").exists()]
     if missing:
         raise FileNotFoundError(f"executed notebooks missing in {stage / 'book'}: {', '.join(missing)}; run without --no-execute")
