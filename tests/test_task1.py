@@ -143,3 +143,15 @@ def test_a_seed_whose_stage_1_stopped_far_from_the_others_is_flagged():
     assert table["seed"].tolist() == [0, 1, 2] and table["far from the other seeds"].tolist() == [False, True, False]
     assert range_tables.far_seeds_words(table) == "seed 1 (2.28 against the seeds' median 1.57)"
     assert range_tables.far_seeds_words(table.assign(**{"far from the other seeds": False})) == "no seed"
+
+
+def test_the_range_figure_shows_the_first_setting_with_room_to_rank():
+    import pandas as pd
+
+    from redlib.experiments import range_tables
+
+    rows = lambda run, red, moe: [{"run": run, "method": "RED", "accuracy": red},  # noqa: E731
+                                  {"run": run, "method": "softmax MoE", "accuracy": moe}]
+    ov = pd.DataFrame(rows("iid", 1.0, 0.999) + rows("pairs", 0.7, 0.8))
+    assert range_tables.room_to_rank(ov, ["iid", "pairs"]) == "pairs"
+    assert range_tables.room_to_rank(ov[ov["run"] == "iid"], ["iid"]) == "iid"  # none has room: the claims' setting
