@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
+from ..core.claims import small
+
 PALETTE = "colorblind"
 
 
@@ -144,8 +146,8 @@ def number(x, digits: int = 3) -> str:
         return f"{round(float(x)):,}"
     if x == 0:
         return "0"
-    if abs(x) < 1e-3:
-        return f"{x:.{max(digits - 1, 0)}e}"
+    if abs(x) < 1e-3:  # the exponent's minus as a non-breaking hyphen: "1.6e-07" never wraps at it
+        return f"{x:.{max(digits - 1, 0)}e}".replace("e-", "e\u2011")
     decimals = max(digits - 1 - math.floor(math.log10(abs(x))), 0)
     return f"{x:.{decimals}f}"
 
@@ -155,7 +157,7 @@ def mean_sd(df: pd.DataFrame, by: list[str], values: list[str], decimals: int = 
     readable column per quantity instead of four (mean, std, min, max)."""
     g = df.groupby(by, sort=False)
     mean, sd = g[values].mean(), g[values].std(ddof=1)
-    out = pd.DataFrame({v: [f"{m:.{decimals}f}" + ("" if s != s else f" ± {s:.{decimals}f}") for m, s in
+    out = pd.DataFrame({v: [f"{m:.{decimals}f}" + ("" if s != s else f" ± {small(s, decimals)}") for m, s in
                             zip(mean[v], sd[v])] for v in values}, index=mean.index)
     return out.assign(seeds=g[seed_col].nunique())
 
@@ -166,9 +168,15 @@ def styled(df: pd.DataFrame, *, caption: str, precision: int = 3, hide_index: bo
     uid = hashlib.md5((caption or "").encode() + df.to_csv().encode()).hexdigest()[:8]
     counts = [c for c in df.columns if pd.api.types.is_float_dtype(df[c]) and len(df[c].dropna())
               and (df[c].dropna() % 1 == 0).all()]  # counts stored as floats (a column with a missing value): integers
+    # shares and accuracies (a float column within [-1, 1]): one decimal convention, `precision` places ("1.000" and
+    # "0.999", never "1.00" beside them); a non-zero that rounds to zero says so ("< 5e-4")
+    unit = [c for c in df.columns if c not in counts and pd.api.types.is_float_dtype(df[c]) and len(df[c].dropna())
+            and df[c].dropna().abs().le(1).all()]
     sty = df.style.format(lambda x: html.escape(number(x, precision)), na_rep="-")  # "<profile>" is text, not a tag
     if counts:
         sty = sty.format(lambda x: number(int(x), precision) if x == x else "-", subset=counts)
+    if unit:
+        sty = sty.format(lambda x: html.escape(small(x, precision)) if x == x else "-", subset=unit)
     for axis in ("index", "columns"):
         sty = sty.format_index(header, axis=axis)
     sty = sty.set_uuid(f"t{uid}").set_caption(caption)
