@@ -45,5 +45,5 @@ def test_every_setting_with_room_to_rank_is_a_row_judged_by_the_ledgers_rule(tmp
 def test_the_misses_are_counted_by_where_they_lie():
     table = pd.DataFrame({"verdict": ["does not hold"] * 4 + ["holds"], "miss": ["above", "above", "below", "", ""]})
     words = headline.misses_words(table, {"Task 1 (iid)": 1.0})
-    assert words.startswith("Of the 4 claims that do not hold, 2 are our numbers above the paper's, 1 below")
-    assert "1 are orders or bounds" in words and "Task 1 (iid) 100%" in words and "Most misses lie above" in words
+    assert words.startswith("Of the 4 claims that do not hold, 2 lie above the paper's numbers, 1 below")
+    assert "1 is an order or a bound" in words and "Task 1 (iid) 100%" in words and "Most misses lie above" in words

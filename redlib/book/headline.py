@@ -114,9 +114,9 @@ def misses_words(table: pd.DataFrame, seen: dict[str, float]) -> str:
     where = missed["miss"][missed["miss"] != ""].value_counts()
     other = len(missed) - int(where.sum())
     shares = ", ".join(f"{task} {share:.0%}" for task, share in seen.items())
-    return (f"Of the {len(missed)} claims that do not hold, {where.get('above', 0)} are our numbers above the paper's, "
+    return (f"Of the {len(missed)} claims that do not hold, {where.get('above', 0)} lie above the paper's numbers, "
             f"{where.get('below', 0)} below and {where.get('both sides', 0)} on both sides"
-            + (f", and {other} are orders or bounds" if other else "")
+            + (f"; {other} {'is an order or a bound' if other == 1 else 'are orders or bounds'}" if other else "")
             + (". Most misses lie above the paper's numbers" if where.get("above", 0) > where.get("below", 0)
                else ". The misses do not lie mostly above the paper's numbers")
             + f"; the arithmetic tests re-ask much of what training showed (test inputs seen in training: {shares}).")
