@@ -268,10 +268,10 @@ glue_values(rr.found(cfg, t, ledger.verdicts(results.claims)))
 # - **At the strongest setting** of each perturbation, Task 1: {glue:text}`rb_t1_strongest` (global head
 #   {glue:text}`rb_t1_strongest_global:.3f`); MNIST: {glue:text}`rb_mn_strongest` (global head
 #   {glue:text}`rb_mn_strongest_global:.3f`).
-# - **Modularity on MNIST** (extension): removal {glue:text}`rb_mn_removal:.3f` (MoE
-#   {glue:text}`rb_mn_moe_removal:.3f`), replacement {glue:text}`rb_mn_replacement:.3f` (MoE
-#   {glue:text}`rb_mn_moe_replacement:.3f`), without the last expert {glue:text}`rb_mn_without_last:.3f`, added
-#   later within {glue:text}`rb_mn_addition:.3f` of all at once (bit-identical weights: {glue:text}`rb_mn_identical`).
+# - **Modularity on MNIST** (extension): removal {glue:text}`rb_mn_removal` (MoE
+#   {glue:text}`rb_mn_moe_removal`), replacement {glue:text}`rb_mn_replacement` (MoE
+#   {glue:text}`rb_mn_moe_replacement`), without the last expert {glue:text}`rb_mn_without_last:.3f`, added
+#   later within {glue:text}`rb_mn_addition` of all at once (bit-identical weights: {glue:text}`rb_mn_identical`).
 #   Task 1's: without the last expert {glue:text}`rb_t1_without_last:.3f`, bit-identical weights
 #   {glue:text}`rb_t1_identical`.
 # - **The released code's MoE form** (a gate over logit experts): the no-residual drop is
@@ -291,15 +291,15 @@ glue_values(rr.found(cfg, t, ledger.verdicts(results.claims)))
 # - **Range-boundary sums** (Task 1): RED {glue:text}`rb_boundary_red:.3f`, softmax MoE
 #   {glue:text}`rb_boundary_moe:.3f`; `rob.boundary` **{glue:text}`rb_v_rob_boundary`**.
 # - **Modularity** (Task 1): removing an expert moves the other domains by at most
-#   {glue:text}`rb_t1_removal:.3f` (MoE {glue:text}`rb_t1_moe_removal:.3f`), replacing one by at most
-#   {glue:text}`rb_t1_replacement:.3f`; adding one later gives a system within {glue:text}`rb_t1_addition:.3f`
+#   {glue:text}`rb_t1_removal` (MoE {glue:text}`rb_t1_moe_removal`), replacing one by at most
+#   {glue:text}`rb_t1_replacement`; adding one later gives a system within {glue:text}`rb_t1_addition`
 #   of all at once. The plug-in claim (within {glue:text}`rb_stable_tol`) **{glue:text}`rb_t1_plug_in`** on
 #   Task 1, **{glue:text}`rb_mn_plug_in`** on MNIST (extension, where there is headroom).
 # - **Rank ablation** (RED, iid, {glue:text}`rb_train_seeds`): {glue:text}`rb_rank` (paper:
 #   {glue:text}`rb_paper_rank`), **{glue:text}`rb_v_abl_rank`**.
-# - **No residual path**: softmax gating of RED's own experts loses {glue:text}`rb_t1_no_residual:+.3f` (Task 1)
-#   and {glue:text}`rb_t2_no_residual:+.3f` (Task 2); RED minus the MoE baseline {glue:text}`rb_t1_red_minus_moe:+.3f`
-#   and {glue:text}`rb_t2_red_minus_moe:+.3f` (paper: {glue:text}`rb_paper_t1_drop`, {glue:text}`rb_paper_t2_drop`),
+# - **No residual path**: softmax gating of RED's own experts loses {glue:text}`rb_t1_no_residual` (Task 1)
+#   and {glue:text}`rb_t2_no_residual` (Task 2); RED minus the MoE baseline {glue:text}`rb_t1_red_minus_moe`
+#   and {glue:text}`rb_t2_red_minus_moe` (paper: {glue:text}`rb_paper_t1_drop`, {glue:text}`rb_paper_t2_drop`),
 #   **{glue:text}`rb_v_abl_no_residual`**.
 # - **Cost**: RED adds {glue:text}`rb_qwen_share:.2%` of Qwen3-0.6B's parameters (**{glue:text}`rb_v_eff_params`**);
 #   its router {glue:text}`rb_router_compute:.3%` of the backbone's compute (**{glue:text}`rb_v_eff_router_flops`**);

@@ -187,9 +187,11 @@ def order_verdict(per_seed_holds, mean_holds: bool) -> str:
 
 
 def spread(values: Iterable[float], digits: int = 3) -> str:
-    """'mean (range min-max over N seeds)' of per-seed values."""
+    """'mean (range min to max over N seeds)' of per-seed values ('mean (every one of N seeds)' when they agree)."""
     v = np.asarray(list(values), dtype=float)
-    return f"{v.mean():.{digits}f} (range {v.min():.{digits}f}-{v.max():.{digits}f} over {len(v)} seeds)"
+    if v.min() == v.max():
+        return f"{small(v.mean(), digits)} (every one of {len(v)} seeds)"
+    return f"{small(v.mean(), digits)} (range {small(v.min(), digits)} to {small(v.max(), digits)} over {len(v)} seeds)"
 
 
 def listing(values: Mapping[object, float], digits: int = 3) -> str:

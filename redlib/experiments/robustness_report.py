@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from ..core import measure
-from ..core.claims import load_claims, order_verdict, seeds_words, verdict_keys
+from ..core.claims import load_claims, order_verdict, seeds_words, small, verdict_keys
 from ..red import cost, methods, perturbation
 from . import range_tables
 from .robustness import ROUTED, RobustnessConfig
@@ -149,12 +149,12 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
                 f"rb_{k}_strongest_global": e[("flattened", "global head")],
                 f"rb_{k}_misrouted_red": e[("misrouted (random expert)", "RED")],
                 f"rb_{k}_misrouted_moe": e[("misrouted (random expert)", "softmax MoE")],
-                f"rb_{k}_removal": val["removal: largest change on other domains"],
-                f"rb_{k}_moe_removal": entry["moe_removal"],
-                f"rb_{k}_replacement": val["replacement: largest change on other domains"],
-                f"rb_{k}_moe_replacement": entry["moe_replacement"],
+                f"rb_{k}_removal": small(val["removal: largest change on other domains"]),
+                f"rb_{k}_moe_removal": small(entry["moe_removal"]),
+                f"rb_{k}_replacement": small(val["replacement: largest change on other domains"]),
+                f"rb_{k}_moe_replacement": small(entry["moe_replacement"]),
                 f"rb_{k}_without_last": add[add["domain"] == add["domain"].iloc[-1]]["accuracy"].mean(),
-                f"rb_{k}_addition": val["addition: largest difference to all at once"],
+                f"rb_{k}_addition": small(val["addition: largest difference to all at once"]),
                 f"rb_{k}_identical": "yes" if entry["identical_after_addition"] else "no",
                 f"rb_{k}_plug_in": order_verdict(entry["per_seed"], entry["mean_holds"])}
     bnd = t["boundary"].groupby("method")["boundary_accuracy"].mean()
@@ -167,11 +167,11 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
         "rb_boundary_moe": bnd["softmax MoE"], "rb_stable_tol": cfg.stable_tol,
         "rb_rank": "; ".join(f"d/{k}: Task 1 {rk[('Task 1', k)]:.3f}, Task 2 {rk[('Task 2', k)]:.3f}" for k in cfg.ranks),
         "rb_paper_rank": ", ".join(f"{k} {p[0]}/{p[1]}" for k, p in paper["abl.rank"]["paper"].items()),
-        **{f"rb_{k}_no_residual": nr[(task, "RED")] - nr[(task, methods.NO_RESIDUAL)] for k, task in
+        **{f"rb_{k}_no_residual": small(nr[(task, "RED")] - nr[(task, methods.NO_RESIDUAL)], sign=True) for k, task in
            (("t1", "Task 1"), ("t2", "Task 2"))},
-        **{f"rb_{k}_red_minus_moe": nr[(task, "RED")] - nr[(task, "softmax MoE")] for k, task in
+        **{f"rb_{k}_red_minus_moe": small(nr[(task, "RED")] - nr[(task, "softmax MoE")], sign=True) for k, task in
            (("t1", "Task 1"), ("t2", "Task 2"))},
-        "rb_code_moe_drops": ", ".join(f"{nr[(task, 'RED')] - nr[(task, methods.CODE_MOE)]:+.3f} ({task})" for task in
+        "rb_code_moe_drops": ", ".join(f"{small(nr[(task, 'RED')] - nr[(task, methods.CODE_MOE)], sign=True)} ({task})" for task in
                                        ("Task 1", "Task 2")) if has_code_moe(t["no_residual"]) else "not run",
         "rb_paper_t1_drop": paper["abl.no_residual"]["paper"]["task1_drop"],
         "rb_paper_t2_drop": paper["abl.no_residual"]["paper"]["task2_drop"],
