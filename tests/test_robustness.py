@@ -229,3 +229,12 @@ def test_cold_estimates_bracket_a_page_by_its_recorded_stage_seconds(tmp_path):
     assert row["stage 1 min"] == 10 and row["other stages, worker min"] == 20
     assert row["low: all busy, min"] == pytest.approx(10) and row["high: stage 1 apart, min"] == pytest.approx(20)
     assert np.isnan(report.with_cold_times(None, est)["cold, timed, min"].iloc[0])  # no bench: nothing beside
+
+
+def test_a_step_mix_written_two_ways_is_one_run():
+    from redlib.red.cost import timed_runs
+
+    base = {"n_seeds": 3, "extension_seeds": 1, "splits_reported": "iid", "digits_variant_on": "none"}
+    same = timed_runs({**base, "step_mix": "1:0.5,2:0.5", "mix_variant": "1:0.50,2:0.50"})
+    other = timed_runs({**base, "step_mix": "1:0.8,2:0.2", "mix_variant": "1:0.5,2:0.5"})
+    assert (same, other) == (3, 4)

@@ -99,6 +99,11 @@ def time_table(times: pd.DataFrame) -> pd.DataFrame:
     return long.rename_axis("stage / page")
 
 
+def _shares(mix: str | None) -> dict[int, float]:
+    """A step mix's share per number of operations ('1:0.5,2:0.5' -> {1: 0.5, 2: 0.5}); {} for none."""
+    return {int(k): float(v) for k, v in (part.split(":") for part in str(mix).split(","))} if mix else {}
+
+
 def timed_runs(params: dict) -> int:
     """Runs a page made, from its recorded parameters: n_seeds on the claims' setting, `stage1_beside_seeds` on the
     stage-1 extension, `split_seeds` on each other split, and `extension_seeds` on each digit variant and on Task 2's
@@ -109,7 +114,8 @@ def timed_runs(params: dict) -> int:
     splits = [v for v in str(params.get("splits_reported") or "none").split(",") if v != "none"]
     digits = [v for v in str(params.get("digits_variant_on") or "none").split(",") if v != "none"]
     beside = bool(params.get("stage1_paper_beside")) and str(params.get("head_lr_grid")) != "none"
-    mix = params.get("mix_variant") not in (None, "none", params.get("step_mix"))  # Task 2's other step mix
+    other = params.get("mix_variant")  # Task 2's other step mix, compared by its shares ("1:0.5" is "1:0.50")
+    mix = other not in (None, "none") and _shares(other) != _shares(params.get("step_mix"))
     return (n + beside * int(params.get("stage1_beside_seeds") or n) + max(0, len(splits) - 1)
             * int(params.get("split_seeds") or each) + (len(digits) + mix) * each)
 
