@@ -34,13 +34,13 @@ cfg, results = pages.start("intro", globals())
 collected = ledger.collect(cfg.results_dir, cfg.profile)
 table = ledger.table(collected)
 counts = ledger.summary(table)
-duel = headline.red_vs_moe(cfg.profile, cfg.results_dir)
+duel, at_ceiling = headline.red_vs_moe(cfg.profile, cfg.results_dir)
 results.table("red_vs_moe", duel)
 display(Markdown("**The answer: RED against the softmax MoE, wherever there is room to rank** (test accuracy, "
                  "paired by seed; mean ± sd of the differences):"))
 display(Markdown(":::{table} RED − softmax MoE in every setting with room to rank, beside the paper's gap\n"
                  + headline.display_table(duel).to_markdown(index=False, disable_numparse=True) + "\n:::"))
-display(Markdown(headline.answer_words(duel, headline.at_ceiling(cfg.profile, cfg.results_dir)) + " "
+display(Markdown(headline.answer_words(duel, at_ceiling) + " "
                  + headline.misses_words(table, headline.seen_shares(cfg.profile, cfg.results_dir))))
 display(Markdown(f"**The paper's {len(table)} claims against our runs** (details in the {{ref}}`claims ledger <ledger>`):"))
 display(HTML(ledger_html.summary_html(counts)))

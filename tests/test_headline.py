@@ -29,16 +29,16 @@ def test_every_setting_with_room_to_rank_is_a_row_judged_by_the_ledgers_rule(tmp
     page(tmp_path, "task2_mixed", "overall", accs("iid", [0.90, 0.91, 0.92], [0.903, 0.905, 0.918]))
     page(tmp_path, "mnist_label5", "overall", [{k: v for k, v in r.items() if k != "run"}
                                                for r in accs("", [0.95, 0.96], [0.90, 0.905])])
-    df = headline.red_vs_moe("full", tmp_path)
+    df, left_out = headline.red_vs_moe("full", tmp_path)
     assert list(df["setting"]) == ["Task 2, iid", "Task 1, pairs", "MNIST"]  # Task 1's iid: both at the ceiling
-    assert headline.at_ceiling("full", tmp_path) == ["Task 1, iid"]
+    assert left_out == ["Task 1, iid"]
     got = df.set_index("setting")
     assert list(got["by the ledger's rule"]) == ["tie", "MoE ahead", "RED ahead"]  # MNIST: +0.0525, sd 0.0035
     assert abs(got.loc["Task 1, pairs", "RED − softmax MoE"] + 0.10) < 1e-9 and got.loc["Task 1, pairs", "seeds"] == 3
     claims = load_claims()
     t1_gap = claims["t1.red.acc"]["paper"] - claims["t1.moe.acc"]["paper"]
     assert got.loc["Task 1, pairs", "paper's gap"] == f"{t1_gap:+.3f} (iid)"  # the paper measured iid only
-    words = headline.answer_words(df, headline.at_ceiling("full", tmp_path))
+    words = headline.answer_words(df, left_out)
     assert "(3 settings)" in words and "in 1, behind it in 1 and tied in 1" in words and "Task 1, iid" in words
 
 

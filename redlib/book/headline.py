@@ -9,8 +9,6 @@ paired difference RED − softmax MoE over the setting's seeds, judged by the le
 from __future__ import annotations
 
 import os
-from typing import Any
-
 import pandas as pd
 
 from ..core.claims import CEILING, load_claims, pair_outcome, small
@@ -51,37 +49,32 @@ def _paper_gap(ids: tuple[str, str, str | None]) -> float:
     return float(red) - float(moe)
 
 
-def red_vs_moe(profile: str = "full", root: str | os.PathLike = "results") -> pd.DataFrame:
-    """Every setting with room to rank: RED − softmax MoE (mean and sd of the paired differences), the seeds, the
-    ledger's reading, and the paper's gap (on the claims' setting, the first run of a page)."""
-    rows = []
+def _settings(profile: str, root: str | os.PathLike):
+    """Each page's settings in order, read once: (page, its words, its claim ids, its claims' run, the run, the
+    run's seeds x (RED, MoE) accuracies, whether both sit at the ceiling)."""
     for page, (name, ids) in PAGES.items():
         acc = _accuracies(page, profile, root)
-        if acc is None:
-            continue
-        claims_run, shown = acc["run"].iloc[0], False
-        for run, g in acc.groupby("run", sort=False):
-            if min(g["RED"].mean(), g[MOE].mean()) >= CEILING:
-                continue  # both at the ceiling: no room to rank
-            outcome, gap, sd = pair_outcome(g["RED"].tolist(), g[MOE].tolist())
-            # the paper's gap beside the page's first row shown (its claims' setting, or the paper's, named)
-            paper = "—" if shown else f"{_paper_gap(ids):+.3f}" + ("" if run == claims_run else f" ({claims_run})")
-            rows.append({"setting": f"{name}, {run}" if run else name, "page": page,
-                         "RED − softmax MoE": gap, "sd": sd, "seeds": len(g), "by the ledger's rule": OUTCOME[outcome],
-                         "paper's gap": paper})
-            shown = True
-    return pd.DataFrame(rows)
-
-
-def at_ceiling(profile: str = "full", root: str | os.PathLike = "results") -> list[str]:
-    """The settings left out of `red_vs_moe`: RED and the MoE both at the ceiling."""
-    out = []
-    for page, (name, _) in PAGES.items():
-        acc = _accuracies(page, profile, root)
         for run, g in ([] if acc is None else acc.groupby("run", sort=False)):
-            if min(g["RED"].mean(), g[MOE].mean()) >= CEILING:
-                out.append(f"{name}, {run}" if run else name)
-    return out
+            yield page, name, ids, acc["run"].iloc[0], run, g, min(g["RED"].mean(), g[MOE].mean()) >= CEILING
+
+
+def red_vs_moe(profile: str = "full", root: str | os.PathLike = "results") -> tuple[pd.DataFrame, list[str]]:
+    """Every setting with room to rank: RED − softmax MoE (mean and sd of the paired differences), the seeds, the
+    ledger's reading, and the paper's gap (on the claims' setting, the first run of a page); and the settings left
+    out, RED and the MoE both at the ceiling."""
+    rows, left_out, shown = [], [], set()
+    for page, name, ids, claims_run, run, g, ceiling in _settings(profile, root):
+        if ceiling:
+            left_out.append(f"{name}, {run}" if run else name)
+            continue
+        outcome, gap, sd = pair_outcome(g["RED"].tolist(), g[MOE].tolist())
+        # the paper's gap beside the page's first row shown (its claims' setting, or the paper's, named)
+        paper = "—" if page in shown else f"{_paper_gap(ids):+.3f}" + ("" if run == claims_run else f" ({claims_run})")
+        rows.append({"setting": f"{name}, {run}" if run else name, "page": page,
+                     "RED − softmax MoE": gap, "sd": sd, "seeds": len(g), "by the ledger's rule": OUTCOME[outcome],
+                     "paper's gap": paper})
+        shown.add(page)
+    return pd.DataFrame(rows), left_out
 
 
 def display_table(df: pd.DataFrame) -> pd.DataFrame:
@@ -125,16 +118,12 @@ def misses_words(table: pd.DataFrame, seen: dict[str, float]) -> str:
 def seen_shares(profile: str = "full", root: str | os.PathLike = "results") -> dict[str, float]:
     """The share of test inputs whose text train also holds, in each arithmetic task's claims' setting (first seed),
     from the data its recorded parameters generate."""
-    from ..experiments import task1, task2
+    from ..experiments.task1 import seen_share
+    from .paper_vs_code import recorded
 
-    out: dict[str, Any] = {}
-    for page, config in (("task1_addition", task1.Task1Config), ("task2_mixed", task2.Task2Config)):
-        res = read(page, profile, root)
-        if not res.exists:
-            continue
-        params = {k: v for k, v in res.provenance["parameters"].items() if k in config.param_names()}
-        cfg = config.from_params(**params)
-        frames = cfg.frames(cfg.seed, cfg.settings[0])[0]
-        out[f"{PAGES[page][0]} ({cfg.settings[0].label})"] = float(
-            frames["test"]["text"].isin(set(frames["train"]["text"])).mean())
+    out: dict[str, float] = {}
+    for page in ("task1_addition", "task2_mixed"):
+        cfg = recorded(page, profile, root)
+        if cfg is not None:
+            out[f"{PAGES[page][0]} ({cfg.settings[0].label})"] = seen_share(cfg, cfg.settings[0])
     return out
