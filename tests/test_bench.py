@@ -3,6 +3,7 @@
 import json
 import re
 
+from redlib.bench import levers
 from redlib.bench import report as bench_report
 from redlib.bench.run import SMOKE_TEST_COMMANDS, append_history, run_bench, update_pages
 from redlib.core.runtime import project_root
@@ -35,7 +36,7 @@ def test_bench_smoke_mode_writes_a_complete_report(tmp_path):
     assert s1["speedup_side_by_side_page_threads"] > 0
     prof = saved["stage1_profile"]
     assert set(prof["phases_ms"]) == {"forward", "backward", "optimiser step"} and min(prof["phases_ms"].values()) > 0
-    groups = bench_report.profile_table(prof).set_index("group")
+    groups = levers.profile_table(prof).set_index("group")
     assert groups.loc["large matrix products", "forward"] > 0 and groups.loc["large matrix products", "backward"] > 0
     assert groups.loc["optimiser (AdamW's element-wise updates)", "optimiser step"] > 0
     opt = saved["optimizer"]

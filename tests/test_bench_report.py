@@ -1,9 +1,12 @@
 """The bench page's logic, against the committed bench.json (what the page shows is computed here)."""
 
+import re
+
 import pandas as pd
 import pytest
 
-from redlib.bench import report
+from redlib.bench import levers, report
+from redlib.bench import page as speed
 from redlib.core.runtime import project_root
 
 BENCH = project_root() / "results" / "bench"
@@ -18,7 +21,7 @@ def bench():
 
 
 def test_speed_up_ranges_contain_the_median(bench):
-    cache = report.prefix_cache(bench)
+    cache = levers.prefix_cache(bench)
     assert len(cache) == len(bench["prefix_cache"]["embedded"]) + len(bench["prefix_cache"]["qwen_shaped"])
     assert (cache["speedup_min"] <= cache["speedup"]).all() and (cache["speedup"] <= cache["speedup_max"]).all()
 
@@ -94,17 +97,37 @@ def test_every_timed_stage_kind_is_described(bench):
             assert {k.rpartition("/")[2] for k in entry.get("stage_seconds") or {}} <= known, name
 
 
-def test_found_values_and_profile_table(bench):
+def test_found_values_and_profile_table(bench, tmp_path):
     """The Speed page's conclusions get a value for every key, with or without a bench file."""
-    tt = report.targets(bench)
-    values = report.found(bench, tt, report.history(BENCH / "history.jsonl"))
+    sp = speed.speed_page(BENCH / "bench.json")
+    values, tt = speed.found(sp), sp.targets
     judged = tt["met"].isin(["yes", "no"])
     assert (values["sp_met"], values["sp_judged"]) == ((tt["met"] == "yes").sum(), judged.sum())
     missed = values["sp_missed"].data
     assert missed == "no target" or missed.count(" against ") == (tt["met"] == "no").sum()
-    assert report.found(None, None, pd.DataFrame()).keys() == values.keys()
-    prof = report.cprofile_table(bench["profile"]["cprofile"])
+    assert speed.found(speed.speed_page(tmp_path / "bench.json")).keys() == values.keys()
+    prof = speed.cprofile_table(bench["profile"]["cprofile"])
     assert len(prof) and (prof["cumulative s"] >= prof["own s"]).all()
+
+
+def test_every_lever_of_the_committed_bench_has_a_table_and_a_missing_one_says_how_to_measure_it(bench, tmp_path):
+    shown = levers.levers(bench)
+    assert list(shown) == list(levers.BUILDERS)
+    for lv in shown.values():
+        assert lv.measured and len(lv.data) and lv.caption, lv.name
+        assert (lv.glue is None) or lv.phrase not in ("", "not measured"), lv.name
+    missing = levers.levers({k: v for k, v in bench.items() if k != "stacked"})["stacked"]
+    assert not missing.measured and "not measured yet" in missing.caption and levers.KERNELS_COMMAND in missing.caption
+    empty = speed.speed_page(tmp_path / "bench.json")
+    assert not empty.measured and speed.qwen_depths(empty) is None and speed.cprofile(empty) is None
+    assert all(not lv.measured for lv in empty.levers.values()) and "make bench" in speed.machine_line(empty)
+
+
+def test_the_speed_page_is_prose_and_calls():
+    """The Speed notebook keeps prose and calls (issue 64): at most 200 lines, no lookup into the bench's entries."""
+    text = (project_root() / "notebooks" / "speed_and_memory.py").read_text()
+    assert len(text.splitlines()) <= 200
+    assert not re.search(r"bench\[|bench\.get|page\.bench|json\.load", text)
 
 
 def test_a_timing_says_whether_it_ran_todays_profile():

@@ -1,9 +1,8 @@
-"""Reading a bench.json: tables for the "Speed and memory" page, targets judged, and the findings in words."""
+"""Judging a bench.json: each page's cold timings, whether they ran today's page, and the targets met or missed."""
 
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +11,7 @@ import pandas as pd
 from ..book.registry import BOOK_MINUTES, BUDGETS, config_for, stage_kinds
 from ..core.config import ParameterError
 from ..red.cost import timed_runs
-from .cold import cold_book, cold_book_words, committed, disturbed, load  # noqa: F401 (load: the bench's reader)
+from .cold import committed, disturbed, load  # noqa: F401 (load: the bench's reader, for its callers)
 
 WHERE = "why missed"  # the targets table's column: where a missed budget's time (or memory) goes
 # What each cache kind holds (a kind is "<task>/<stage>"): the RED pipeline's stages and the pages' own.
@@ -56,31 +55,6 @@ def route_costs(path: Path | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["command", "what it does", f"cost measured by make bench ({where})"])
 
 
-def profile_table(p: dict) -> pd.DataFrame:
-    """Stage 1's profile as the Speed page shows it: each group's own CPU ms per step in each phase, and its share."""
-    ops = pd.DataFrame(p["operators"])
-    t = ops.pivot_table(index="group", columns="phase", values="own CPU ms per step", aggfunc="sum", fill_value=0.0)
-    t = t[[ph for ph in p["phases_ms"] if ph in t.columns]]
-    total = t.sum(axis=1)
-    return t.assign(**{"all phases": total, "share": (total / total.sum()).map("{:.0%}".format)}).sort_values(
-        "all phases", ascending=False).round(1).reset_index()
-
-
-def span(t: dict) -> str:
-    """'median (min-max)' of a timing entry, in seconds."""
-    return f"{t['median']:.3f} ({t['min']:.3f}-{t['max']:.3f})"
-
-
-def steps_table(entry: dict, rows: str, layout: dict[str, str], what: str, fmt: str = ",.1f",
-                **fixed: Any) -> pd.DataFrame:
-    """A micro-benchmark's steps per second, one row per layout (`layout` maps its keys to column names; `fixed`
-    adds columns that hold one value), with the commit and day it was measured at."""
-    when = f"{entry['git_commit'][:7]}, {entry['measured_at'][:10]}"
-    return pd.DataFrame([{**{name: r[key] for key, name in layout.items()}, **fixed,
-                          what: f"{r['median']:{fmt}} ({r['min']:{fmt}}-{r['max']:{fmt}})", "measured at": when}
-                         for r in entry[rows]])
-
-
 def target(what: str, measured: float, goal: float, higher_is_better: bool, unit: str, judged: bool = True,
            cause: str = "") -> dict:
     """Whether a number meets its target (or, when not judged, a reference point), by how much it misses, and where
@@ -92,21 +66,6 @@ def target(what: str, measured: float, goal: float, higher_is_better: bool, unit
             "measured": f"{measured:.{digits}f} {unit}",
             "met": ("yes" if met else "no") if judged else f"reference: {'yes' if met else 'no'}", "gap": gap,
             WHERE: "" if met else cause}
-
-
-def prefix_cache(bench: dict) -> pd.DataFrame:
-    """Naive vs cached epoch per backbone and batch, speed-up with its range over repetitions, and the bound."""
-    pc = bench["prefix_cache"]
-    cache = pd.DataFrame([{
-        "backbone": "embedded (MiniLM)" if r["backbone"] == "embedded" else "Qwen3-shaped", "blocks L": r["blocks"],
-        "batch": r["batch"], "naive epoch s": r["naive_epoch"]["median"], "cached epoch s": r["cached_epoch"]["median"],
-        "prefix once s": r["prefix_seconds_once"], "speedup": r["speedup"],
-        # the range pairs the extreme repetitions: slowest naive over fastest cached, and the reverse
-        "speedup_min": r["naive_epoch"]["min"] / r["cached_epoch"]["max"],
-        "speedup_max": r["naive_epoch"]["max"] / r["cached_epoch"]["min"], "bound": r["bound"]}
-        for r in [*pc["embedded"], *pc["qwen_shaped"]]])
-    cache["share of bound"] = (cache["speedup"] / cache["bound"]).map("{:.0%}".format)
-    return cache
 
 
 CURRENT = "today's profile"
@@ -316,64 +275,3 @@ def stage_kinds(bench: dict) -> tuple[str, float, pd.DataFrame]:
     return slowest, wall, pd.DataFrame([{"stage kind": k, "what": STAGE_WHAT.get(k.rpartition("/")[2], ""),
                                          "seconds": v, "share of notebook": f"{v / wall:.0%}"}
                                         for k, v in sorted(stage_s.items(), key=lambda kv: -kv[1])])
-
-
-def cprofile_table(text: str) -> pd.DataFrame:
-    """The rows of a pstats listing as a table: calls, own seconds, cumulative seconds, function."""
-    row = re.compile(r"^\s*([\d/]+)\s+([\d.]+)\s+[\d.]+\s+([\d.]+)\s+[\d.]+\s+(.+)$")
-    rows = [m.groups() for m in map(row.match, text.splitlines()) if m]
-    return pd.DataFrame([{"calls": c, "own s": float(o), "cumulative s": float(cu), "function": fn} for c, o, cu, fn in rows])
-
-
-def history(path: Path) -> pd.DataFrame:
-    """The headline numbers of every full bench run (history.jsonl beside bench.json), one row each."""
-    if not path.exists():
-        return pd.DataFrame()
-    return pd.DataFrame([json.loads(line) for line in path.read_text().splitlines() if line.strip()])
-
-
-MARKDOWN_KEYS = ("sp_missed", "sp_stale", "sp_where")  # values holding `code` (names, commands): pasted as Markdown
-
-
-def found(bench: dict | None, tt: pd.DataFrame | None, hist: pd.DataFrame,
-          nbs: pd.DataFrame | None = None) -> dict[str, object]:
-    """The numbers and phrases the Speed page's conclusions paste in (glued as `sp_*`): targets met and missed,
-    timings out of date, where the slowest page's time goes, run-to-run agreement ('none' where there is nothing).
-    `nbs` is `notebooks(bench)` where the caller has it."""
-    from IPython.display import Markdown
-
-    if not bench:
-        return {k: Markdown("no bench run yet") if k in MARKDOWN_KEYS else "no bench run yet" for k in (
-            "sp_met", "sp_judged", "sp_missed", "sp_reference", "sp_stale", "sp_where", "sp_agreement", "sp_features",
-            "sp_book")}
-    judged = tt[tt["met"].isin(["yes", "no"])]
-    pc = bench.get("prefix_cache")
-    steps_ratio = pc["pipeline_batch"] // pc["paper_batch"] if pc else 1
-    nbs = notebooks(bench) if nbs is None else nbs
-    stale = nbs[nbs[CURRENT] != "yes"] if len(nbs) else nbs
-    where = "not timed"
-    if bench.get("notebooks"):
-        slowest, wall, by_kind = stage_kinds(bench)
-        top2 = by_kind.head(2)
-        if len(top2) == 2:
-            where = (f"in `{slowest}`, the stages " + " and ".join(f"`{k}` ({w})" for k, w in zip(
-                top2["stage kind"], top2["what"])) + f" take {top2['seconds'].sum() / wall:.0%} of its cold time")
-    cols = [c for c in hist.columns if pc and c.startswith("speed-up") and c.endswith(f"batch {pc['pipeline_batch']}")]
-
-    return {k: Markdown(v) if k in MARKDOWN_KEYS else v for k, v in {
-        "sp_met": int((judged["met"] == "yes").sum()), "sp_judged": len(judged),
-        "sp_missed": "; ".join(f"{t['target']}: {t['measured']} against {t['goal']}, {t['gap']}"
-                               + (f" (why: {t[WHERE]})" if t[WHERE] else "")
-                               for t in judged[judged["met"] == "no"].to_dict("records")) or "no target",
-        "sp_reference": "; ".join(f"{t.target}: {t.measured} against {t.goal}, {t.gap} (with {steps_ratio}x as many "
-                                  "steps per epoch, the work every step pays in both paths weighs more)"
-                                  for t in tt[tt["met"] == "reference: no"].itertuples()) or "nothing",
-        "sp_stale": "; ".join(f"the {r['profile']} timing of `{r['notebook']}` (changed since: "
-                              f"{r[CURRENT].removeprefix('no: ')}; re-time it with `make bench BENCH_ARGS='--notebooks "
-                              f"{r['notebook']} --profiles {r['profile']}'`)" for r in stale.to_dict("records")) or "no timing",
-        "sp_where": where,
-        "sp_agreement": "; ".join(f"{c.removeprefix('speed-up ')}: {hist[c].min():.2f}x to {hist[c].max():.2f}x"
-                                  for c in cols) if len(hist) > 1 and cols else "fewer than two recorded runs",
-        "sp_features": (f"{bench['features_cache']['speedup']:.0f}x" if "features_cache" in bench else "not measured"),
-        "sp_book": cold_book_words(cold_book(bench)),
-    }.items()}
