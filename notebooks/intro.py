@@ -28,7 +28,7 @@ results_dir = "results"  # where the notebooks wrote their results
 # NBVAL_CHECK_OUTPUT
 from IPython.display import HTML, Markdown, display
 
-from redlib.book import headline, ledger, ledger_html, pages, plots
+from redlib.book import diagram, headline, ledger, ledger_html, pages, plots
 
 cfg, results = pages.start("intro", globals())
 collected = ledger.collect(cfg.results_dir, cfg.profile)
@@ -91,7 +91,7 @@ display(Markdown(ledger_html.glance(table, duel)))
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "RED: the backbone's state h goes to a router and to five residual experts; the routed sum of their corrections is added to h before the shared classifier.", "name": "fig-red-diagram"}, "image": {"alt": "Block diagram of residual expert decomposition"}}
 plots.set_style()
-plots.red_diagram();
+diagram.red_diagram();
 
 # %% [markdown]
 # ## What this book reproduces

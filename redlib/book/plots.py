@@ -12,6 +12,7 @@ import pandas as pd
 import seaborn as sns
 
 from ..core.claims import small
+from .legible import COLUMN_IN, check
 
 PALETTE = "colorblind"
 
@@ -30,7 +31,7 @@ MIN_SPAN = 2.0  # the smallest y range a prediction plot shows, in sum units: di
 def prediction_curves(df: pd.DataFrame, title: str, bands: list[tuple[int, int]] | None = None):
     """Predicted vs true sum along each line of `df` (columns line, a, model, prediction, truth); one panel a line."""
     lines = list(dict.fromkeys(df["line"]))
-    fig, axes = plt.subplots(1, len(lines), figsize=(6 * len(lines), 4), sharex=True)
+    fig, axes = plt.subplots(1, len(lines), figsize=(COLUMN_IN, 3.6), sharex=True)
     for ax, line in zip(axes if len(lines) > 1 else [axes], lines):
         part = df[df["line"] == line]
         for lo, hi in bands or []:
@@ -38,7 +39,7 @@ def prediction_curves(df: pd.DataFrame, title: str, bands: list[tuple[int, int]]
         sns.lineplot(part, x="a", y="prediction", hue="model", ax=ax, linewidth=1.3)
         truth = part.drop_duplicates("a")
         ax.plot(truth["a"], truth["truth"], "k--", linewidth=1.5, label="truth")
-        ax.set(title=line, xlabel="a", ylabel="200 * prediction  (the sum a + b)")
+        ax.set(title=line, xlabel="a", ylabel="predicted sum a + b" if ax is axes[0] or len(lines) == 1 else "")
         lo, hi = ax.get_ylim()
         if hi - lo < MIN_SPAN:  # predictions equal to float precision: pin the axis instead of drawing the noise
             mid = (hi + lo) / 2
@@ -47,18 +48,39 @@ def prediction_curves(df: pd.DataFrame, title: str, bands: list[tuple[int, int]]
     handles, labels = ax.get_legend_handles_labels()
     fig.suptitle(title)
     fig.tight_layout()
-    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=5, fontsize=LEGEND_PT, frameon=False)
-    return fig
+    fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0), ncols=4, fontsize=LEGEND_PT, frameon=False)
+    return check(fig)
 
 
 def accuracy_heatmap(table: pd.DataFrame, title: str, ax=None, fmt: str = ".2f", label: str = "accuracy"):
     """Annotated heatmap of values in [0, 1], accuracies by default (rows: models, columns: domains)."""
-    if ax is None:
-        _, ax = plt.subplots(figsize=(1.3 * table.shape[1] + 3, 0.45 * table.shape[0] + 1.5))
+    alone = ax is None
+    if alone:
+        _, ax = plt.subplots(figsize=(min(COLUMN_IN, 1.05 * table.shape[1] + 3), 0.42 * table.shape[0] + 1.4))
     sns.heatmap(table, annot=True, fmt=fmt, vmin=0, vmax=1, cmap="viridis", cbar_kws={"label": label}, ax=ax)
     ax.set(title=title, xlabel="", ylabel="")
     ax.figure.tight_layout()
-    return ax.figure
+    return check(ax.figure) if alone else ax.figure
+
+
+def heatmaps_unless_same(tables: dict[str, pd.DataFrame], title: str, same_within: float = 0.05):
+    """Annotated [0, 1] heatmaps of tables with the same rows and columns, one above the other; where every cell of
+    the later tables lies within `same_within` of the first's, only the first is drawn and its title says so (two
+    panels that show one result twice are one panel and a sentence)."""
+    names = list(tables)
+    first = tables[names[0]]
+    gap = max((float((t - first).abs().max().max()) for t in list(tables.values())[1:]), default=0.0)
+    shown = names if gap > same_within else names[:1]
+    rows = first.shape[0]
+    fig, axes = plt.subplots(len(shown), 1, figsize=(min(COLUMN_IN, 1.05 * first.shape[1] + 3),
+                                                     len(shown) * (0.42 * rows + 1.1) + 0.3), squeeze=False)
+    for ax, name in zip(axes[:, 0], shown):
+        accuracy_heatmap(tables[name], name, ax=ax)
+    if len(shown) < len(names):
+        axes[0, 0].set_title(f"{names[0]} ({', '.join(names[1:])}: every cell within {gap:.2f})")
+    fig.suptitle(title, fontweight="bold")
+    fig.tight_layout()
+    return check(fig)
 
 
 def legend_outside(ax, entries: int, title: str, right: bool = False) -> None:
@@ -66,7 +88,9 @@ def legend_outside(ax, entries: int, title: str, right: bool = False) -> None:
     if entries > 1 and right:
         sns.move_legend(ax, "upper left", bbox_to_anchor=(1.0, 1.0), fontsize=LEGEND_PT, title=title, frameon=False)
     elif entries > 1:
-        sns.move_legend(ax, "upper center", bbox_to_anchor=(0.5, -0.12), ncols=min(entries, 5), fontsize=LEGEND_PT,
+        longest = max(len(t.get_text()) for t in ax.get_legend().get_texts())
+        per_row = max(1, min(entries, 5, int(COLUMN_IN * 72 / (0.6 * LEGEND_PT * longest + 30))))  # fits the column
+        sns.move_legend(ax, "upper center", bbox_to_anchor=(0.5, -0.16), ncols=per_row, fontsize=LEGEND_PT,
                         title=title, frameon=False)
     elif ax.get_legend():
         ax.get_legend().remove()
@@ -74,17 +98,17 @@ def legend_outside(ax, entries: int, title: str, right: bool = False) -> None:
 
 def domain_bars(df: pd.DataFrame, x: str, y: str, hue: str, title: str, ylabel: str = "accuracy"):
     """Per-domain bars with seed spread as error bars (one row per seed in `df`)."""
-    fig, ax = plt.subplots(figsize=(9, 3.8))
+    fig, ax = plt.subplots(figsize=(COLUMN_IN, 3.6))
     sns.barplot(df, x=x, y=y, hue=hue, errorbar="sd", ax=ax)
     ax.set(title=title, xlabel="", ylabel=ylabel)
     legend_outside(ax, df[hue].nunique(), hue)
     fig.tight_layout()
-    return fig
+    return check(fig)
 
 
 def method_bars(overall: pd.DataFrame, title: str):
     """Test accuracy per method and setting (`run`; one row per seed in `overall`), sd over seeds as error bars."""
-    fig, ax = plt.subplots(figsize=(10, 3.8))
+    fig, ax = plt.subplots(figsize=(COLUMN_IN - 1.6, 3.8))  # room for the settings' legend on the right
     sns.barplot(overall, x="method", y="accuracy", hue="run", errorbar="sd", ax=ax)
     ax.set(xlabel="", ylabel="test accuracy", ylim=(0, 1), title=title)
     plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
@@ -92,33 +116,44 @@ def method_bars(overall: pd.DataFrame, title: str):
     if overall["run"].nunique() == 1:  # one setting: the title names it
         ax.set_title(f"{title} ({overall['run'].iloc[0]})")
     fig.tight_layout()
-    return fig
+    return check(fig)
 
 
 def step_lines(df: pd.DataFrame, x: str, hue: str, title: str, col: str | None = None):
-    """Accuracy against a count (steps, operations) per `hue`, one row per seed in `df`, sd over seeds as error bars."""
+    """Accuracy against a count (steps, operations) per `hue`, one row per seed in `df`, sd over seeds as error bars;
+    panels (`col`) that hold the same numbers are drawn once, the title naming them all."""
+    if col and df[col].nunique() > 1 and same_panels(df, col, [x, hue, "seed"], "accuracy"):
+        title = f"{title}; {' and '.join(map(str, dict.fromkeys(df[col])))} alike"
+        df, col = df[df[col] == df[col].iloc[0]], None
     wrap = 2 if col and df[col].nunique() > 2 else None  # at most two panels a row: a figure at book width
     grid = sns.catplot(df, x=x, y="accuracy", hue=hue, col=col, col_wrap=wrap, kind="point", errorbar="sd",
-                       dodge=0.3, height=3.2, aspect=1.3, capsize=0.1)
+                       dodge=0.3, height=2.8, aspect=1.15 if col else 2.2, capsize=0.1)
     grid.set(ylim=(0, 1.02))
     if col:
         grid.set_titles("{col_name}")
     grid.set_axis_labels(x, "final-answer accuracy")
     grid.figure.suptitle(title, fontweight="bold")
     grid.figure.tight_layout()
-    sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=5, frameon=False,  # below, off the data
+    sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, frameon=False,  # below, off the data
                     fontsize=LEGEND_PT)
-    return grid.figure
+    return check(grid.figure)
+
+
+def same_panels(df: pd.DataFrame, col: str, keys: list[str], value: str) -> bool:
+    """Whether every panel (`col`) of `df` holds the same `value` for the same `keys`, exactly."""
+    keys = [k for k in keys if k in df.columns]
+    panels = [part.set_index(keys)[value].sort_index() for _, part in df.groupby(col, sort=False)]
+    return all(p.index.equals(panels[0].index) and (p.to_numpy() == panels[0].to_numpy()).all() for p in panels[1:])
 
 
 def confusions(matrices: dict[str, pd.DataFrame], xlabel: str, ylabel: str, every: int = 10):
     """Confusion matrices side by side, one panel per title; a tick label every `every` classes."""
-    fig, axes = plt.subplots(1, len(matrices), figsize=(7 * len(matrices), 6), squeeze=False)
+    fig, axes = plt.subplots(1, len(matrices), figsize=(COLUMN_IN, COLUMN_IN / len(matrices) + 0.4), squeeze=False)
     for ax, (title, cm) in zip(axes[0], matrices.items()):
         sns.heatmap(cm, cmap="magma_r", ax=ax, cbar=False, xticklabels=every, yticklabels=every)
         ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
     fig.tight_layout()
-    return fig
+    return check(fig)
 
 
 def speedup_vs_bound(df: pd.DataFrame, title: str):
@@ -132,7 +167,7 @@ def speedup_vs_bound(df: pd.DataFrame, title: str):
     ax.set(title=title, xlabel="blocks L (top k = 2 trained)", ylabel="speed-up (naive / cached)", xticks=depths)
     ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), fontsize=LEGEND_PT, frameon=False)
     fig.tight_layout()
-    return fig
+    return check(fig)
 
 
 def number(x, digits: int = 3) -> str:
@@ -207,85 +242,72 @@ def header(label) -> str:
     return html.escape(str(label)).replace("_", "_<wbr>")
 
 
-def red_diagram():
-    """A block diagram of RED: backbone -> h; router alpha(h); experts Delta h_i; sum; shared classifier W_c."""
-    fig, ax = plt.subplots(figsize=(10, 3.6))
-    ax.set_axis_off()
-    ax.set(xlim=(0, 10), ylim=(0, 4))
-
-    def box(x, y, w, h, text, colour):
-        ax.add_patch(plt.Rectangle((x, y), w, h, facecolor=colour, edgecolor="0.3", linewidth=1.2))
-        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=10)
-
-    def arrow(x0, y0, x1, y1):
-        ax.annotate("", xy=(x1, y1), xytext=(x0, y0), arrowprops={"arrowstyle": "->", "color": "0.25", "lw": 1.3})
-
-    box(0.1, 1.5, 1.4, 1.0, "question x", "#eeeeee")
-    box(2.0, 1.5, 1.7, 1.0, "backbone\n(top-k trained,\nrest frozen)", "#bbdefb")
-    box(4.3, 3.0, 1.7, 0.8, "router α(h)", "#ffe0b2")
-    for j, y in enumerate([2.05, 1.25, 0.45]):
-        box(4.3, y, 1.7, 0.6, ["expert Δh₁", "expert Δh₂", "… Δh₅"][j], "#c8e6c9")
-    box(6.6, 1.5, 1.3, 1.0, "ĥ = h + Σ αᵢ Δhᵢ", "#f8bbd0")
-    box(8.4, 1.5, 1.5, 1.0, "softmax(W_c ĥ)", "#d1c4e9")
-    arrow(1.5, 2.0, 2.0, 2.0)
-    for y in (3.4, 2.35, 1.55, 0.75):
-        arrow(3.7, 2.0, 4.3, y)
-    for y in (2.35, 1.55, 0.75):
-        arrow(6.0, y, 6.6, 2.0)
-    arrow(6.0, 3.4, 6.6, 2.4)
-    ax.plot([3.3, 3.3, 6.25], [2.5, 2.83, 2.83], color="0.25", lw=1.3)  # the skip path of h
-    arrow(6.25, 2.83, 6.6, 2.45)
-    ax.text(3.4, 2.87, "h", fontsize=10)
-    arrow(7.9, 2.0, 8.4, 2.0)
-    ax.text(5.15, 0.1, "each expert trained alone on its range; router trained afterwards", ha="center", fontsize=9,
-            style="italic")
-    fig.tight_layout()
-    return fig
-
-
 def perturbation_curves(sweep: pd.DataFrame, title: str):
     """Accuracy against strength per method, one panel per perturbation (columns) and task (rows), sd over seeds."""
     data = sweep[sweep["perturbation"] != "none"]
     data = data.assign(panel=data["task"].astype(str) + ": " + data["perturbation"].astype(str))
+    data = data.assign(method=data["method"].map(hidden_under(data, ["panel", "strength"], "method", "accuracy")))
     grid = sns.relplot(data, x="strength", y="accuracy", hue="method", style="method", col="panel", col_wrap=2,
-                       kind="line", errorbar="sd", markers=True, dashes=False, height=3.0, aspect=1.6,
+                       kind="line", errorbar="sd", markers=True, dashes=False, height=2.7, aspect=1.35,
                        facet_kws={"sharex": False})
     grid.set(ylim=(0, 1.02))
     grid.set_titles("{col_name}", size=10)
     grid.figure.suptitle(title, fontweight="bold")
     grid.figure.tight_layout()
-    sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=3, frameon=False)  # below, off the titles
-    return grid.figure
+    sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False,  # below, off the titles
+                    fontsize=LEGEND_PT)
+    return check(grid.figure)
+
+
+def hidden_under(df: pd.DataFrame, at: list[str], line: str, value: str, within: float = 0.005) -> dict[str, str]:
+    """Each line's legend label: its name, or, where its mean `value` lies within `within` of an earlier line's at
+    every point (`at`), its name and the line it is drawn under, so a reader knows why it cannot be seen."""
+    means = df.groupby([line, *at], sort=False)[value].mean()
+    names, labels = list(dict.fromkeys(df[line])), {}
+    for i, name in enumerate(names):
+        under = [o for o in names[:i] if labels[o] == o and means[name].index.equals(means[o].index)
+                 and float((means[name] - means[o]).abs().max()) <= within]
+        labels[name] = f"{name} (under {under[0]})" if under else name
+    return labels
 
 
 def change_heatmaps(df: pd.DataFrame, title: str):
     """Accuracy change (expert touched x domain, mean over seeds) per task (rows) and method (columns), centred at 0."""
     tasks, names = list(dict.fromkeys(df["task"])), list(dict.fromkeys(df["method"]))
-    fig, axes = plt.subplots(len(tasks), len(names), figsize=(5.2 * len(names), 3.4 * len(tasks)), squeeze=False)
+    fig, axes = plt.subplots(len(tasks), len(names), figsize=(COLUMN_IN, 3.0 * len(tasks) + 0.4), squeeze=False)
     for r, task in enumerate(tasks):
         for c, name in enumerate(names):
             part = df[(df["task"] == task) & (df["method"] == name)]
             table = part.pivot_table(index="expert", columns="domain", values="change", sort=False)
-            sns.heatmap(table, annot=True, fmt=".2f", center=0, vmin=-1, vmax=1, cmap="RdBu", cbar=False,
-                        ax=axes[r][c], annot_kws={"size": 8})
+            sns.heatmap(table, annot=change_labels(table), fmt="", center=0, vmin=-1, vmax=1, cmap="RdBu", cbar=False,
+                        ax=axes[r][c], annot_kws={"size": 9})
             axes[r][c].set(title=f"{task}: {name}", xlabel="domain", ylabel="expert")
-    fig.suptitle(title, fontweight="bold")
+    fig.suptitle(f"{title} (blank: no change to 2 decimals)", fontweight="bold")
     fig.tight_layout()
-    return fig
+    return check(fig)
+
+
+def change_labels(table: pd.DataFrame) -> np.ndarray:
+    """A change heatmap's cell labels: the change to 2 decimals, blank where it rounds to zero (no "0.00" wall)."""
+    return np.vectorize(lambda v: "" if not np.isfinite(v) or abs(v) < 0.005 else f"{v:+.2f}")(table.to_numpy())
 
 
 def routing_heatmaps(tables: dict[str, pd.DataFrame], title: str, label: str | None = None):
     """One annotated [0, 1] heatmap per table (rows: domains or digits, columns: experts), side by side; each colour
     bar names its own panel's quantity (the panel's title) unless `label` names one for all."""
-    fig, axes = plt.subplots(1, len(tables), figsize=(5.6 * len(tables), 0.4 * max(len(t) for t in tables.values()) + 2.2),
-                             squeeze=False)
-    for ax, (name, table) in zip(axes[0], tables.items()):
+    cols = min(2, len(tables))  # at most two panels a row: a figure at the column's width
+    rows = math.ceil(len(tables) / cols)
+    fig, axes = plt.subplots(rows, cols, squeeze=False,
+                             figsize=(COLUMN_IN, rows * (0.36 * max(len(t) for t in tables.values()) + 1.9)))
+    for ax, (name, table) in zip(axes.flat, tables.items()):
         accuracy_heatmap(table, name, ax=ax, label=label or name)
         ax.set(xlabel="expert")
         ax.tick_params(axis="y", rotation=0)
+    for ax in list(axes.flat)[len(tables):]:
+        ax.set_axis_off()
     fig.suptitle(title, fontweight="bold")
     fig.tight_layout()
-    return fig
+    return check(fig)
 
 
 def token_routes(samples: dict[str, pd.DataFrame], n_experts: int, per_line: int = 10):
@@ -293,7 +315,7 @@ def token_routes(samples: dict[str, pd.DataFrame], n_experts: int, per_line: int
     colours = sns.color_palette(PALETTE, n_experts)
     lines = [(name, part) for name, df in samples.items()
              for part in [df.iloc[i:i + per_line] for i in range(0, len(df), per_line)]]
-    fig, ax = plt.subplots(figsize=(12, 0.55 * len(lines) + 0.9))
+    fig, ax = plt.subplots(figsize=(COLUMN_IN, 0.6 * len(lines) + 0.9))
     ax.set_axis_off()
     ax.set(xlim=(0, per_line + 1.6), ylim=(len(lines), -0.8))
     shown = set()
@@ -302,13 +324,13 @@ def token_routes(samples: dict[str, pd.DataFrame], n_experts: int, per_line: int
             ax.text(0, row, name, va="center", fontsize=9, fontweight="bold")
             shown.add(name)
         for col, (tok, e, w) in enumerate(zip(part["token"], part["top expert"], part["weight"])):
-            ax.text(1.6 + col, row, f"{tok}\n{w:.2f}", ha="left", va="center", fontsize=8,
+            ax.text(1.6 + col, row, f"{tok}\n{w:.2f}", ha="left", va="center", fontsize=9,
                     bbox={"facecolor": colours[int(e)], "alpha": 0.45, "edgecolor": "none", "boxstyle": "round,pad=0.25"})
     for e in range(n_experts):
-        ax.text(1.6 + 1.6 * e, -0.6, f"expert {e}", fontsize=8, va="center",
+        ax.text(1.6 + 1.6 * e, -0.6, f"expert {e}", fontsize=9, va="center",
                 bbox={"facecolor": colours[e], "alpha": 0.45, "edgecolor": "none"})
     fig.tight_layout()
-    return fig
+    return check(fig)
 
 
 def lr_selection(t: dict[str, pd.DataFrame]) -> None:
@@ -357,4 +379,4 @@ def dependence(df: pd.DataFrame, x: str, methods: tuple[str, ...], title: str):
     ax.locator_params(axis="x", nbins=5)  # few ticks: losses print with several digits
     ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, fontsize=LEGEND_PT)
     fig.tight_layout()
-    return fig
+    return check(fig)
