@@ -211,7 +211,7 @@ for task, rows in t["added"].groupby("task", sort=False):  # one table per task:
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(rr.rank_table(t["rank"]), precision=3, caption="Rank ablation: RED's accuracy per rank, mean and sd over seeds, beside the paper's")
+plots.styled(rr.rank_table(t["rank"]), precision=3, caption=rr.rank_caption(t["rank"]))
 
 # %% [markdown]
 # **No residual path**: the same residual experts and the same router, but each expert answers
@@ -231,7 +231,9 @@ plots.styled(rr.no_residual_table(t["no_residual"]), precision=3, caption="No re
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(t["method_cost"].set_index(["backbone", "method"]), precision=5, caption="Parameters and compute per method")
+plots.styled(t["method_cost"].set_index(["backbone", "method"]), precision=5,
+             caption="Parameters and compute per method, its classifier included (RED: residuals, router and the "
+                     "classifier it shares with the base)")
 
 # %% [markdown]
 # What training each experiment page's stages cost on this machine, read from the page's own last run
@@ -261,10 +263,10 @@ glue_values(rr.found(cfg, t, ledger.verdicts(results.claims)))
 
 # %% [markdown]
 # :::{dropdown} More: the clean base, the strongest perturbations, MNIST's modularity, the complexity formula
-# - **Clean**, the global head alone answers {glue:text}`rb_t1_clean_global:.3f` of Task 1's test questions (RED
-#   {glue:text}`rb_t1_clean_red:.3f`) and {glue:text}`rb_mn_clean_global:.3f` of MNIST's (RED
-#   {glue:text}`rb_mn_clean_red:.3f`): where the base answers almost everything, RED's robustness is largely its
-#   base's; where the residuals carry weight (MNIST) the test says more.
+# - **Clean** ({glue:text}`rb_seeds` of each source page), the global head alone answers
+#   {glue:text}`rb_t1_clean_global:.3f` of Task 1's test questions (RED {glue:text}`rb_t1_clean_red:.3f`) and
+#   {glue:text}`rb_mn_clean_global:.3f` of MNIST's (RED {glue:text}`rb_mn_clean_red:.3f`). The base alone is the
+#   floor to compare with: a perturbed method below it loses more than its experts add.
 # - **At the strongest setting** of each perturbation, Task 1: {glue:text}`rb_t1_strongest` (global head
 #   {glue:text}`rb_t1_strongest_global:.3f`); MNIST: {glue:text}`rb_mn_strongest` (global head
 #   {glue:text}`rb_mn_strongest_global:.3f`).

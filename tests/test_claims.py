@@ -42,3 +42,10 @@ def test_value_and_order_verdicts():
     assert order_verdict([True, False], False) == "partly"
     assert order_verdict([False, False], True) == "partly"
     assert order_verdict([False], False) == "does not hold"
+
+
+def test_a_number_over_some_seeds_names_them():
+    from redlib.core.claims import seed_list
+
+    assert seed_list([0]) == "seed 0" and seed_list([1, 0, 1]) == "seeds 0 and 1"
+    assert seed_list((2, 0, 1)) == "seeds 0, 1 and 2"

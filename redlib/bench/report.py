@@ -11,7 +11,7 @@ import pandas as pd
 from ..book.registry import BOOK_MINUTES, BUDGETS, config_for, stage_kinds
 from ..core.config import ParameterError
 from ..red.cost import timed_runs
-from .cold import committed, disturbed, load  # noqa: F401 (load: the bench's reader, for its callers)
+from .cold import cold_book, committed, disturbed, load  # noqa: F401 (load: the bench's reader, for its callers)
 
 WHERE = "why missed"  # the targets table's column: where a missed budget's time (or memory) goes
 # What each cache kind holds (a kind is "<task>/<stage>"): the RED pipeline's stages and the pages' own.
@@ -36,10 +36,11 @@ def route_costs(path: Path | None = None) -> pd.DataFrame:
         return pd.DataFrame()
     nb = bench.get("notebooks", {})
 
-    def cold(profile: str) -> str:
-        per = (nb.get(profile) or {}).get("per_notebook", {})
-        total = sum(t["wall_seconds"] for t in per.values()) + (nb.get(profile) or {}).get("book_build_seconds", 0)
-        return f"{total / 60:.0f} min from an empty stage cache" if total >= 60 else f"{total:.0f} s"
+    def cold(profile: str) -> str:  # the cold book (cold.cold_book), the one number every page quotes
+        book = cold_book(bench, profile)
+        if book is None:
+            return "not timed for every page"
+        return f"{book['min']:.0f} min from an empty stage cache" if book["min"] >= 1 else f"{book['min'] * 60:.0f} s"
 
     tc = bench.get("smoke_test_command") or {}
     test, test_at = tc.get("total_seconds"), str(tc.get("git_commit") or bench.get("git_commit", ""))[:7]
@@ -69,6 +70,9 @@ def target(what: str, measured: float, goal: float, higher_is_better: bool, unit
 
 
 CURRENT = "today's profile"
+# what a timed page's stage cache held at its start (the bench records "empty ...", "shared: ...", "warm: ...")
+STARTED_FROM = {"empty": "an empty stage cache", "shared": "the stages earlier pages of the run left",
+                "warm": "a copy of the stages the pages it builds on left"}
 PEAK_GIB, KERNEL_GIB = "peak GiB, kernel + workers", "its kernel alone, GiB"  # the notebooks table's memory columns
 
 
@@ -85,7 +89,8 @@ def notebooks(bench: dict) -> pd.DataFrame:
                          PEAK_GIB: (t.get("peak_rss_mb_with_workers") or float("nan")) / 1024,
                          KERNEL_GIB: t["peak_rss_mb"] / 1024,
                          "commit": (t.get("git_commit") or "")[:7],
-                         "cache at start": str(t.get("cache_at_start") or "empty").split(":")[0].split(" ")[0],
+                         "started from": STARTED_FROM.get(str(t.get("cache_at_start") or "empty").split(":")[0]
+                                                          .split(" ")[0], "not recorded"),
                          "disturbed": disturbed(t),
                          CURRENT: current_profile(name, prof, t.get("parameters")),
                          SAME_CODE: same_code(name, t) if prof == "full" else ""})

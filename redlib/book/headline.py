@@ -13,6 +13,7 @@ import pandas as pd
 
 from ..core.claims import CEILING, load_claims, pair_outcome, small
 from .results import read
+from .words import reader
 
 MOE = "softmax MoE"
 # per page: how its runs are named in words, and the paper's RED and MoE claim ids (a per-case claim: the case)
@@ -65,12 +66,12 @@ def red_vs_moe(profile: str = "full", root: str | os.PathLike = "results") -> tu
     rows, left_out, shown = [], [], set()
     for page, name, ids, claims_run, run, g, ceiling in _settings(profile, root):
         if ceiling:
-            left_out.append(f"{name}, {run}" if run else name)
+            left_out.append(f"{name}, {reader(run)}" if run else name)
             continue
         outcome, gap, sd = pair_outcome(g["RED"].tolist(), g[MOE].tolist())
         # the paper's gap beside the page's first row shown (its claims' setting, or the paper's, named)
         paper = "—" if page in shown else f"{_paper_gap(ids):+.3f}" + ("" if run == claims_run else f" ({claims_run})")
-        rows.append({"setting": f"{name}, {run}" if run else name, "page": page,
+        rows.append({"setting": f"{name}, {reader(run)}" if run else name, "page": page,
                      "RED − softmax MoE": gap, "sd": sd, "seeds": len(g), "by the ledger's rule": OUTCOME[outcome],
                      "paper's gap": paper})
         shown.add(page)
@@ -107,7 +108,9 @@ def misses_words(table: pd.DataFrame, seen: dict[str, float]) -> str:
     where = missed["miss"][missed["miss"] != ""].value_counts()
     other = len(missed) - int(where.sum())
     shares = ", ".join(f"{task} {share:.0%}" for task, share in seen.items())
-    return (f"Of the {len(missed)} claims that do not hold, {where.get('above', 0)} lie above the paper's numbers, "
+    above = int(where.get("above", 0))
+    return (f"Of the {len(missed)} claims that do not hold, {above} {'lies' if above == 1 else 'lie'} above the "
+            f"paper's numbers, "
             f"{where.get('below', 0)} below and {where.get('both sides', 0)} on both sides"
             + (f"; {other} {'is an order or a bound' if other == 1 else 'are orders or bounds'}" if other else "")
             + (". Most misses lie above the paper's numbers" if where.get("above", 0) > where.get("below", 0)

@@ -21,6 +21,7 @@ from ..core.claims import (CEILING, VALUE_TOL, bound_verdict, direction, element
                            order_verdict, paired_order_verdict, small, untestable, value_verdict)
 from .registry import BY_NAME, PAGES
 from .results import read
+from .words import reader
 
 VERDICTS = ("holds", "partly", "does not hold", "untestable here", "not comparable", "not measured")
 COLOURS = {"holds": "#c8e6c9", "partly": "#fff3c4", "does not hold": "#ffcdd2", "untestable here": "#d4e4f4",
@@ -119,7 +120,7 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}"
     if isinstance(value, dict):
-        return ", ".join(f"{k}: {_fmt(v)}" for k, v in value.items())
+        return ", ".join(f"{reader(k)}: {_fmt(v)}" for k, v in value.items())
     if isinstance(value, list):
         return "[" + ", ".join(_fmt(v) for v in value) + "]"
     return str(value)

@@ -13,6 +13,7 @@ import seaborn as sns
 
 from ..core.claims import small
 from .legible import COLUMN_IN, check
+from .words import relabel
 
 PALETTE = "colorblind"
 
@@ -54,6 +55,7 @@ def prediction_curves(df: pd.DataFrame, title: str, bands: list[tuple[int, int]]
 
 def accuracy_heatmap(table: pd.DataFrame, title: str, ax=None, fmt: str = ".2f", label: str = "accuracy"):
     """Annotated heatmap of values in [0, 1], accuracies by default (rows: models, columns: domains)."""
+    table = relabel(table)
     alone = ax is None
     if alone:
         _, ax = plt.subplots(figsize=(min(COLUMN_IN, 1.05 * table.shape[1] + 3), 0.42 * table.shape[0] + 1.4))
@@ -98,6 +100,7 @@ def legend_outside(ax, entries: int, title: str, right: bool = False) -> None:
 
 def domain_bars(df: pd.DataFrame, x: str, y: str, hue: str, title: str, ylabel: str = "accuracy"):
     """Per-domain bars with seed spread as error bars (one row per seed in `df`)."""
+    df = relabel(df)
     fig, ax = plt.subplots(figsize=(COLUMN_IN, 3.6))
     sns.barplot(df, x=x, y=y, hue=hue, errorbar="sd", ax=ax)
     ax.set(title=title, xlabel="", ylabel=ylabel)
@@ -108,6 +111,7 @@ def domain_bars(df: pd.DataFrame, x: str, y: str, hue: str, title: str, ylabel: 
 
 def method_bars(overall: pd.DataFrame, title: str):
     """Test accuracy per method and setting (`run`; one row per seed in `overall`), sd over seeds as error bars."""
+    overall = relabel(overall)
     fig, ax = plt.subplots(figsize=(COLUMN_IN - 1.6, 3.8))  # room for the settings' legend on the right
     sns.barplot(overall, x="method", y="accuracy", hue="run", errorbar="sd", ax=ax)
     ax.set(xlabel="", ylabel="test accuracy", ylim=(0, 1), title=title)
@@ -122,6 +126,7 @@ def method_bars(overall: pd.DataFrame, title: str):
 def step_lines(df: pd.DataFrame, x: str, hue: str, title: str, col: str | None = None):
     """Accuracy against a count (steps, operations) per `hue`, one row per seed in `df`, sd over seeds as error bars;
     panels (`col`) that hold the same numbers are drawn once, the title naming them all."""
+    df = relabel(df)
     if col and df[col].nunique() > 1 and same_panels(df, col, [x, hue, "seed"], "accuracy"):
         title = f"{title}; {' and '.join(map(str, dict.fromkeys(df[col])))} alike"
         df, col = df[df[col] == df[col].iloc[0]], None
@@ -146,12 +151,15 @@ def same_panels(df: pd.DataFrame, col: str, keys: list[str], value: str) -> bool
     return all(p.index.equals(panels[0].index) and (p.to_numpy() == panels[0].to_numpy()).all() for p in panels[1:])
 
 
-def confusions(matrices: dict[str, pd.DataFrame], xlabel: str, ylabel: str, every: int = 10):
-    """Confusion matrices side by side, one panel per title; a tick label every `every` classes."""
+def confusions(matrices: dict[str, pd.DataFrame], xlabel: str, ylabel: str, every: int = 10, title: str = ""):
+    """Confusion matrices side by side, one panel per title (`title` above them all); a tick label every `every`
+    classes."""
     fig, axes = plt.subplots(1, len(matrices), figsize=(COLUMN_IN, COLUMN_IN / len(matrices) + 0.4), squeeze=False)
-    for ax, (title, cm) in zip(axes[0], matrices.items()):
+    for ax, (name, cm) in zip(axes[0], matrices.items()):
         sns.heatmap(cm, cmap="magma_r", ax=ax, cbar=False, xticklabels=every, yticklabels=every)
-        ax.set(title=title, xlabel=xlabel, ylabel=ylabel)
+        ax.set(title=name, xlabel=xlabel, ylabel=ylabel)
+    if title:
+        fig.suptitle(title, fontweight="bold")
     fig.tight_layout()
     return check(fig)
 
@@ -199,7 +207,9 @@ def mean_sd(df: pd.DataFrame, by: list[str], values: list[str], decimals: int = 
 
 def styled(df: pd.DataFrame, *, caption: str, precision: int = 3, hide_index: bool = False):
     """A pandas Styler with a caption (every table in the book has one), the house number format (`number`,
-    `precision` significant digits) and a stable id (so re-executions give identical HTML)."""
+    `precision` significant digits), its labels in reader words (`words.relabel`) and a stable id (so
+    re-executions give identical HTML)."""
+    df = relabel(df)
     uid = hashlib.md5((caption or "").encode() + df.to_csv().encode()).hexdigest()[:8]
     counts = [c for c in df.columns if pd.api.types.is_float_dtype(df[c]) and len(df[c].dropna())
               and (df[c].dropna() % 1 == 0).all()]  # counts stored as floats (a column with a missing value): integers
@@ -244,6 +254,7 @@ def header(label) -> str:
 
 def perturbation_curves(sweep: pd.DataFrame, title: str):
     """Accuracy against strength per method, one panel per perturbation (columns) and task (rows), sd over seeds."""
+    sweep = relabel(sweep)
     data = sweep[sweep["perturbation"] != "none"]
     data = data.assign(panel=data["task"].astype(str) + ": " + data["perturbation"].astype(str))
     data = data.assign(method=data["method"].map(hidden_under(data, ["panel", "strength"], "method", "accuracy")))

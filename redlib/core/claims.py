@@ -207,3 +207,9 @@ def verdict_keys(prefix: str, verdicts: Mapping[str, str]) -> dict[str, str]:
 def seeds_words(n: int) -> str:
     """'1 seed', '3 seeds'."""
     return f"{n} seed{'s' * (n != 1)}"
+
+
+def seed_list(seeds: Iterable[int]) -> str:
+    """'seed 0', 'seeds 0 and 1', 'seeds 0, 1 and 2': which seeds a number averages."""
+    names = [str(int(s)) for s in sorted(set(seeds))]
+    return f"seed {names[0]}" if len(names) == 1 else f"seeds {', '.join(names[:-1])} and {names[-1]}"

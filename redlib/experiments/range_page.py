@@ -21,16 +21,17 @@ Tables = dict[str, pd.DataFrame]
 
 
 def run_all(cfg: RangeTaskConfig, bb: Backbone, store: Store, title: str, evaluate: Callable[[RangeRun], Tables],
-            extra: Tables | None = None) -> tuple[Tables, RangeRun]:
+            extra: Tables | None = None) -> tuple[Tables, dict[str, RangeRun]]:
     """Every seed and setting of a Task 1 / Task 2 page, each run scored by `evaluate`: the stacked tables (then
-    `extra` and the learning-rate selection's) and the first run (for its figures)."""
+    `extra` and the learning-rate selection's) and each setting's first run by its label, the claims' setting first
+    (for the figures: a page at the ceiling in the claims' setting shows one with room to rank)."""
     choice = stage1_runs.choose(cfg, bb, store)
-    tables, first = [], None
+    tables, firsts = [], {}
     for st, s in ranges.every_run(cfg, title):
         run = ranges.run(cfg, s, st, bb, store, ranges.lrs_for(choice, st, cfg.lr))
         tables.append(evaluate(run))  # right after the run: bb holds this run's trained blocks
-        first = first or run
-    return ranges.stack(tables) | (extra or {}) | ranges.selection_tables(choice), first
+        firsts.setdefault(st.label, run)
+    return ranges.stack(tables) | (extra or {}) | ranges.selection_tables(choice), firsts
 
 
 def run_decomposition(cfg: DecompositionConfig, bb: Backbone, store: Store) -> Tables:

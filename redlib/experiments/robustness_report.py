@@ -8,7 +8,7 @@ from typing import Any
 import pandas as pd
 
 from ..core import measure
-from ..core.claims import load_claims, order_verdict, seeds_words, small, verdict_keys
+from ..core.claims import load_claims, order_verdict, seed_list, seeds_words, small, verdict_keys
 from ..red import cost, methods, perturbation
 from . import range_tables
 from .robustness import ROUTED, RobustnessConfig
@@ -22,6 +22,13 @@ def rank_table(rank: pd.DataFrame) -> pd.DataFrame:
     for i, task in enumerate(("Task 1", "Task 2")):
         out[f"{task} paper"] = [paper.get(f"d/{k}", [None, None])[i] for k, _ in out.index]
     return out[sorted(out.columns)]
+
+
+def rank_caption(rank: pd.DataFrame) -> str:
+    """The rank table's caption, naming the seeds it averages (its d/4 row is the source pages' runs of those seeds
+    only, so it can differ from their pages' mean over all their seeds)."""
+    return (f"Rank ablation: RED's accuracy per rank (iid), mean and sd over {seed_list(rank['seed'])} (d/4: the "
+            "Task 1 and Task 2 pages' own runs of those seeds; their pages average all their seeds), beside the paper's")
 
 
 def no_residual_table(nr: pd.DataFrame) -> pd.DataFrame:
@@ -163,7 +170,7 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
     c = t["parameter_cost"].set_index("backbone")
     here, qwen, peaks = c.iloc[0], c.loc["Qwen3-0.6B shape"], cold_peaks(t)
     return out | {
-        "rb_train_seeds": seeds_words(cfg.train_seeds), "rb_boundary_red": bnd["RED"],
+        "rb_train_seeds": seeds_words(cfg.train_seeds), "rb_seeds": seed_list(cfg.seeds), "rb_boundary_red": bnd["RED"],
         "rb_boundary_moe": bnd["softmax MoE"], "rb_stable_tol": cfg.stable_tol,
         "rb_rank": "; ".join(f"d/{k}: Task 1 {rk[('Task 1', k)]:.3f}, Task 2 {rk[('Task 2', k)]:.3f}" for k in cfg.ranks),
         "rb_paper_rank": ", ".join(f"{k} {p[0]}/{p[1]}" for k, p in paper["abl.rank"]["paper"].items()),

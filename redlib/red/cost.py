@@ -49,7 +49,8 @@ def parameter_cost(bb: Backbone, cfg: RedConfig, n_domains: int, n_classes: int,
             residual, router, expert = cfg.residual(d), cfg.router(d, n_domains), cfg.expert(d, n_classes)
         backbone, body = count(model), count(model) - count(emb)
         red = n_domains * count(residual) + count(router)
-        rows.append({"backbone": name, "d": d, "backbone parameters": backbone, "RED residuals + router": red,
+        rows.append({"backbone": name, "d": d, "backbone parameters": backbone,
+                     "RED residuals + router (beyond the classifier)": red,
                      "RED share of backbone": red / backbone, "MoE experts": n_domains * count(expert),
                      "MoE / RED expert parameters": count(expert) / count(residual),
                      PAPER_FORMULA: d * n_classes / (cfg.rank(d) * (d + n_classes)),

@@ -3,7 +3,8 @@ content column, every table has a caption, no error text, NaN, None or unrendere
 internal link resolves; and every page reads within a reader's length: at most 12,000 px tall, no visible table
 over 2,000 px (one behind a click does not count), at most 350 words under "What we found", no header word broken
 inside itself, no number that rounds to zero printed as "0.000", every experiment page's answer box within its
-first 1,000 px, and every commit a page names is in this repository's history.
+first 1,000 px, the intro's "RED − softmax MoE" difference on its first screen, and every commit a page names is
+in this repository's history.
 
 Runs after the smoke book is built (`make browser`, part of `make test`); it saves a full-page screenshot of every
 page under `_build/screenshots/` for review. Needs Debian's `chromium` and `chromium-driver` (`.ci/run` installs
@@ -78,8 +79,11 @@ const commits = [...text.matchAll(/commit\s+([0-9a-f]{7,40})/g)].map(m => m[1]);
 // where the page's answer box starts, from the top of the page (null: the page has none)
 const box = [...article.querySelectorAll('.admonition')].find(a => /^\s*The answer/.test(a.innerText));
 const answer_top = box ? box.getBoundingClientRect().top + window.scrollY : null;
+// where the book's main result is first stated: a "RED − softmax MoE" header or caption (the intro opens with it)
+const duel = [...article.querySelectorAll('th, caption, p')].find(e => e.innerText.includes('RED \u2212 softmax MoE'));
+const duel_top = duel ? duel.getBoundingClientRect().top + window.scrollY : null;
 return {wide: wide, uncaptioned: uncaptioned, text: text, cells: cells, tall: tall, broken: broken,
-        found_words: words, commits: commits, answer_top: answer_top,
+        found_words: words, commits: commits, answer_top: answer_top, duel_top: duel_top,
         links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))};
 """
 TALLEST_PAGE, TALLEST_TABLE, FOUND_WORDS = 12_000, 2_000, 350  # px at 1400 px wide; words under "What we found"
@@ -159,6 +163,8 @@ def problems(page: str, found: dict, trains: bool | None = None) -> list[str]:
             out.append(f"{page}: no answer box")
         elif found["answer_top"] > ANSWER_WITHIN:
             out.append(f"{page}: the answer box starts {found['answer_top']:,.0f} px down (at most {ANSWER_WITHIN:,})")
+    if Path(page).stem == "intro" and (found["duel_top"] is None or found["duel_top"] > ANSWER_WITHIN):
+        out.append(f"{page}: no 'RED − softmax MoE' difference on the first screen (within {ANSWER_WITHIN:,} px)")
     out += [f"{page}: commit {c} is not in this repository's history" for c in sorted(set(found["commits"]))
             if not in_history(c)]
     for href in found["links"]:
@@ -214,3 +220,11 @@ def test_the_check_fails_on_a_page_without_its_answer_box_and_on_a_zero_printed_
         '<section id="', "<p>a change of ± 0.000</p>" + '<section id="', 1), "_answer_check")
     assert any("no answer box" in f for f in found), found
     assert any("'± 0.000'" in f for f in found), found
+
+
+def test_the_check_fails_on_an_intro_whose_main_result_is_below_the_first_screen():
+    quiet = {"wide": [], "uncaptioned": [], "text": "", "cells": [], "height": 5000, "tall": [], "broken": [],
+             "found_words": 100, "commits": [], "links": [], "answer_top": None}
+    assert problems("book/intro.html", {**quiet, "duel_top": 400.0}, trains=False) == []
+    for top in (None, 2400.0):
+        assert any("first screen" in p for p in problems("book/intro.html", {**quiet, "duel_top": top}, trains=False))

@@ -1,0 +1,26 @@
+"""Reader words (issue 63): tables, legends and the ledger show reader words for the code's labels, and no number
+changes on the way."""
+
+import pandas as pd
+
+from redlib.book import plots
+from redlib.book.ledger import _fmt
+from redlib.book.words import reader, relabel
+
+
+def test_labels_read_as_words_and_numbers_stay():
+    df = pd.DataFrame({"method": ["RED", "RED stage 4"], "accuracy": [0.5, 0.25], "macro_f1": [0.1, 0.2]},
+                      index=pd.Index(["pairs, digits", "iid"], name="run"))
+    out = relabel(df)
+    assert list(out.columns) == ["method", "accuracy", "macro F1"]
+    assert out["method"].tolist() == ["RED", "RED, tuned jointly (stage 4)"]
+    assert out.index.tolist() == ["pairs, digit-spaced numbers", "iid"] and out.index.name == "run"
+    assert out["accuracy"].tolist() == [0.5, 0.25] and out["macro F1"].tolist() == [0.1, 0.2]
+    assert list(df.columns) == ["method", "accuracy", "macro_f1"]  # the caller's frame is untouched
+    assert reader("pairs, digits, 50/50 mix") == "pairs, digit-spaced numbers, 50/50 mix" and reader(3) == 3
+
+
+def test_every_table_and_the_ledgers_paper_values_use_them():
+    html = plots.styled(pd.DataFrame({"macro_f1": [0.5]}), caption="c").to_html()
+    assert "macro F1" in html and "macro_f1" not in html
+    assert _fmt({"task1_drop": 0.115, "task2_drop": 0.225}) == "Task 1 drop: 0.115, Task 2 drop: 0.225"
