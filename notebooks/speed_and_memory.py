@@ -72,7 +72,8 @@ if len(page.targets):
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(speed.budgets().data, caption=speed.budgets().caption, hide_index=True)
+budgets = speed.budgets()
+plots.styled(budgets.data, caption=budgets.caption, hide_index=True)
 
 # %% tags=["hide-input"]
 from redlib.bench.report import route_costs
