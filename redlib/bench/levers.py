@@ -134,7 +134,8 @@ def _stacked(t: dict) -> tuple[pd.DataFrame, str, str]:
         "stacked, expert-steps/s": round(r["stacked expert-steps per second"]), "speed-up": round(r["speedup"], 2)}
         for r in t["per_kind"]]),
         f"Stacked experts: {t['experts']} experts of {t['samples per expert']} samples, {t['epochs']} epochs each",
-        "; ".join(f"{r['kind']} at batch {r['batch']} {r['speedup']:.2f}x" for r in t["per_kind"]))
+        f"{min(r['speedup'] for r in t['per_kind']):.2f}x to {max(r['speedup'] for r in t['per_kind']):.2f}x (over "
+        f"{len({r['kind'] for r in t['per_kind']})} kinds and {len({r['batch'] for r in t['per_kind']})} batch sizes)")
 
 
 def _padding(t: dict) -> tuple[pd.DataFrame, str, str]:

@@ -21,7 +21,7 @@ from .cold import cold_answer, cold_book, cold_book_words, load
 from .levers import Lever, levers, prefix_cache
 
 MARKDOWN_KEYS = ("sp_missed", "sp_stale", "sp_where")  # values holding `code` (names, commands): pasted as Markdown
-GLUE_KEYS = ("sp_answer", "sp_met", "sp_judged", "sp_missed", "sp_reference", "sp_stale", "sp_where", "sp_agreement",
+GLUE_KEYS = ("sp_answer", "sp_met", "sp_judged", "sp_missed", "sp_stale", "sp_where", "sp_agreement",
              "sp_book")
 
 
@@ -97,10 +97,20 @@ def notebook_tables(page: SpeedPage) -> list[Table]:
         part = part.drop(columns=["profile"] + ([report.SAME_CODE] if prof != "full" else []))
         if not part["disturbed"].any():
             part = part.drop(columns=["disturbed"])
+        part = part.assign(**{report.CURRENT: part[report.CURRENT].map(changed_briefly)})
         if (part["cold passes"] == 1).all():
             part = part.drop(columns=["cold passes"]).rename(columns={"cold wall s (median, min-max)": "cold wall s"})
         tables.append(Table(f"notebooks_{prof}", part, f"Each notebook's cold run, {prof} profile"))
     return tables
+
+
+def changed_briefly(current: str, shown: int = 3) -> str:
+    """A "today's profile" cell in brief: "yes", or "no:" with the first `shown` changed parameters and how many more
+    (the result file keeps the whole list)."""
+    if not current.startswith("no: "):
+        return current
+    names = current.removeprefix("no: ").split(", ")
+    return "no: " + ", ".join(names[:shown]) + (f" and {len(names) - shown} more" if len(names) > shown else "")
 
 
 def build_line(page: SpeedPage) -> str:
@@ -169,6 +179,11 @@ def history_table(page: SpeedPage) -> Table | None:
     return Table("history", runs, "Headline numbers of every recorded full bench run")
 
 
+def short(target: str) -> str:
+    """A target's name without its parentheses (the targets table keeps the whole name)."""
+    return re.sub(r" \((?:[^()]|\([^()]*\))*\)", "", target)
+
+
 def found(page: SpeedPage) -> dict[str, object]:
     """The numbers and phrases the Speed page's answer and conclusions paste in (glued as `sp_*`, the levers' phrases
     among them): targets met and missed, timings out of date, where the slowest page's time goes, run-to-run
@@ -181,7 +196,6 @@ def found(page: SpeedPage) -> dict[str, object]:
     bench, tt, nbs, hist = page.bench, page.targets, page.notebooks, page.history
     judged = tt[tt["met"].isin(["yes", "no"])]
     pc = bench.get("prefix_cache")
-    steps_ratio = pc["pipeline_batch"] // pc["paper_batch"] if pc else 1
     stale = nbs[nbs[report.CURRENT] != "yes"] if len(nbs) else nbs
     where = "not timed"
     if bench.get("notebooks"):
@@ -194,16 +208,10 @@ def found(page: SpeedPage) -> dict[str, object]:
     values = {
         "sp_answer": cold_answer(cold_book(bench), BOOK_MINUTES),
         "sp_met": int((judged["met"] == "yes").sum()), "sp_judged": len(judged),
-        "sp_missed": "; ".join(f"{t['target']}: {t['measured']} against {t['goal']}, {t['gap']}"
-                               + (f" (why: {t[report.WHERE]})" if t[report.WHERE] else "")
+        "sp_missed": "; ".join(f"{short(t['target'])}: {t['gap']}"
                                for t in judged[judged["met"] == "no"].to_dict("records")) or "no target",
-        "sp_reference": "; ".join(f"{t.target}: {t.measured} against {t.goal}, {t.gap} (with {steps_ratio}x as many "
-                                  "steps per epoch, the work every step pays in both paths weighs more)"
-                                  for t in tt[tt["met"] == "reference: no"].itertuples()) or "nothing",
-        "sp_stale": "; ".join(f"the {r['profile']} timing of `{r['notebook']}` (changed since: "
-                              f"{r[report.CURRENT].removeprefix('no: ')}; re-time it with `make bench BENCH_ARGS="
-                              f"'--notebooks {r['notebook']} --profiles {r['profile']}'`)"
-                              for r in stale.to_dict("records")) or "no timing",
+        "sp_stale": "; ".join(f"{prof}: " + ", ".join(f"`{n}`" for n in part["notebook"])
+                              for prof, part in stale.groupby("profile", sort=False)) or "no timing",
         "sp_where": where,
         "sp_agreement": "; ".join(f"{c.removeprefix('speed-up ')}: {hist[c].min():.2f}x to {hist[c].max():.2f}x"
                                   for c in cols) if len(hist) > 1 and cols else "fewer than two recorded runs",

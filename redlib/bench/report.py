@@ -71,8 +71,8 @@ def target(what: str, measured: float, goal: float, higher_is_better: bool, unit
 
 CURRENT = "today's profile"
 # what a timed page's stage cache held at its start (the bench records "empty ...", "shared: ...", "warm: ...")
-STARTED_FROM = {"empty": "an empty stage cache", "shared": "the stages earlier pages of the run left",
-                "warm": "a copy of the stages the pages it builds on left"}
+STARTED_FROM = {"empty": "empty cache", "shared": "earlier pages' stages",
+                "warm": "copied stages it builds on"}
 PEAK_GIB, KERNEL_GIB = "peak GiB, kernel + workers", "its kernel alone, GiB"  # the notebooks table's memory columns
 
 
