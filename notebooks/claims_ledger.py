@@ -69,7 +69,7 @@ display(HTML(ledger_html.summary_html(counts)))
 # The table lists every claim whose verdict moved, with the cause.
 
 # %% tags=["hide-input"]
-from redlib.core.runtime import project_root
+from redlib.core.paths import project_root
 
 moved = ledger.changes(table, project_root() / "results" / "verdicts_before.csv", collected)
 results.table("changes", moved)

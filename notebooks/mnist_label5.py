@@ -78,14 +78,14 @@ from tqdm import tqdm
 from redlib.book import ledger, pages, parameters, plots
 from redlib.book.glue import glue_values
 from redlib.core.store import Store
-from redlib.core.train import progress_enabled
-from redlib.experiments import mnist, range_tables, ranges
-from redlib.red.types import protocol_words
+from redlib.core.settings import progress_enabled
+from redlib.experiments import mnist_label5, range_tables, ranges
+from redlib.configs.red import protocol_words
 
 store = Store()
 cfg, results = pages.start("mnist_label5", globals(), store)
 plots.set_style()
-data = mnist.load(cfg, cfg.seed)  # the first seed's split, for the data table
+data = mnist_label5.load(cfg, cfg.seed)  # the first seed's split, for the data table
 display(Markdown(
     f"Profile **{cfg.profile}**: {cfg.data_label}, "
     f"{'each seed its own split' if cfg.split_seed is None else f'split seed {cfg.split_seed} for every seed'}, seeds {cfg.seeds}, "
@@ -101,7 +101,7 @@ parameters.this_run(cfg)
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-sizes = mnist.data_table(data)
+sizes = mnist_label5.data_table(data)
 results.table("data", sizes)
 plots.styled(sizes, hide_index=True, caption="Digits per split and domain")
 
@@ -117,14 +117,14 @@ plots.styled(sizes, hide_index=True, caption="Digits per split and domain")
 
 # %% tags=["hide-input", "remove-stderr"]
 tables, first = [], None
-choice = mnist.choose(cfg, store)  # the configured rates (a rate grid, an extension, only when asked)
+choice = mnist_label5.choose(cfg, store)  # the configured rates (a rate grid, an extension, only when asked)
 for s in tqdm(cfg.seeds, desc="MNIST", disable=not progress_enabled()):
-    run = mnist.run(cfg, s, data if s == cfg.seed else mnist.load(cfg, s), store, choice.lrs)
-    tables.append(mnist.evaluate(run))
+    run = mnist_label5.run(cfg, s, data if s == cfg.seed else mnist_label5.load(cfg, s), store, choice.lrs)
+    tables.append(mnist_label5.evaluate(run))
     first = first or run
 t = ranges.stack(tables) | ranges.selection_tables(choice)
 if cfg.crossed_splits:  # every seed's stage 1 on every seed's split: a diagnostic, only when asked
-    t["stage1_by_split"] = mnist.stage1_by_split(cfg, store, choice.lrs)
+    t["stage1_by_split"] = mnist_label5.stage1_by_split(cfg, store, choice.lrs)
 for name, df in t.items():
     results.table(name, df)
 
@@ -136,7 +136,7 @@ for name, df in t.items():
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(mnist.summary(t["overall"]), precision=3, caption="Test accuracy per method, mean ± sd over seeds, beside the research code's")
+plots.styled(mnist_label5.summary(t["overall"]), precision=3, caption="Test accuracy per method, mean ± sd over seeds, beside the research code's")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "MNIST test accuracy per method, mean over seeds with one standard deviation.", "name": "fig-mn-overall"}, "image": {"alt": "Bar chart of MNIST test accuracy per method"}}
 plots.method_bars(t["overall"].assign(run=cfg.data_label.split(" (")[0]), "MNIST: accuracy per method");
@@ -147,7 +147,7 @@ plots.method_bars(t["overall"].assign(run=cfg.data_label.split(" (")[0]), "MNIST
 # Accuracy per label-pair domain (mean over seeds), with the research code's rows for RED and its MoE:
 
 # %% tags=["hide-input"]
-plots.styled(mnist.per_domain_table(t["per_domain"]), precision=3, caption="Accuracy per label-pair domain, mean over seeds")
+plots.styled(mnist_label5.per_domain_table(t["per_domain"]), precision=3, caption="Accuracy per label-pair domain, mean over seeds")
 
 # %% [markdown]
 # ## Routing
@@ -169,7 +169,7 @@ plots.accuracy_heatmap(t["routing"].groupby("digit").mean().drop(columns="seed")
 # True against predicted digit for RED and for the code's MoE, first seed:
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Confusion matrices (true vs predicted digit) of RED and the code's MoE, first seed.", "name": "fig-mn-confusion"}, "image": {"alt": "Two confusion heatmaps of predicted against true digits"}}
-plots.confusions(mnist.confusions(first), "predicted digit", "true digit", every=1);
+plots.confusions(mnist_label5.confusions(first), "predicted digit", "true digit", every=1);
 
 # %% [markdown]
 # (mn-claims)=
@@ -180,7 +180,7 @@ plots.confusions(mnist.confusions(first), "predicted digit", "true digit", every
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-pages.claims_table(results, mnist.claims(cfg, t))
+pages.claims_table(results, mnist_label5.claims(cfg, t))
 
 # %% [markdown]
 # ## Diagnostics: every seed's stage 1, epochs and time
@@ -213,7 +213,7 @@ if cfg.crossed_splits:
 # :::
 
 # %% tags=["remove-cell"]
-glue_values(mnist.found(cfg, t, ledger.verdicts(results.claims), len(data["train"][1])))
+glue_values(mnist_label5.found(cfg, t, ledger.verdicts(results.claims), len(data["train"][1])))
 
 # %% [markdown]
 # ## What we found

@@ -34,10 +34,10 @@ from redlib.book.glue import glue_values
 from redlib.book.results import read
 from redlib.core.claims import listing
 from redlib.book.paper_vs_code import run_facts
-from redlib.experiments import task2
+from redlib.experiments import task2_mixed
 from redlib.experiments.ranges import METHOD_KEYS
-from redlib.experiments.robustness_report import mean_drop
-from redlib.experiments.routing_heatmaps import PAPER_SIZES
+from redlib.experiments.robustness_and_cost_report import mean_drop
+from redlib.configs.routing_heatmaps import PAPER_SIZES
 
 cfg, results = pages.start("paper_vs_code", globals())
 t1 = read("task1_addition", cfg.profile, cfg.results_dir)
@@ -74,7 +74,7 @@ in_our_runs = {
                             for m in ("RED", "softmax MoE")),
     "pvc_share": ", ".join(f"{r['RED share of backbone']:.2%} ({r['backbone']})"
                            for _, r in t1.table("parameter_cost").iterrows()),
-    "pvc_t2_ops": listing(task2.by_operations(t2.table("overall")).loc[("iid", "RED")]),
+    "pvc_t2_ops": listing(task2_mixed.by_operations(t2.table("overall")).loc[("iid", "RED")]),
     "pvc_t2_red": per_run(t2.table("overall").query("method == 'RED'"), "accuracy"),
     "pvc_sd_exact": per_run(sd.table("decomposer"), "exact"),
     "pvc_sd_single": per_run(sd.table("op_experts").query("method == 'RED'"), "accuracy"),

@@ -80,10 +80,10 @@ from redlib.book import ledger, pages, parameters, plots
 from redlib.book.glue import glue_values
 from redlib.book.costs import published_costs
 from redlib.core.store import Store
-from redlib.core.train import progress_enabled
-from redlib.experiments import ranges, task1
-from redlib.experiments import robustness as rb
-from redlib.experiments import robustness_report as rr
+from redlib.core.settings import progress_enabled
+from redlib.experiments import ranges, task1_addition
+from redlib.experiments import robustness_and_cost as rb
+from redlib.experiments import robustness_and_cost_report as rr
 from redlib.red import cost
 
 store = Store()
@@ -134,7 +134,7 @@ for task in ("task1", "mnist", "task2"):
         del ld
         gc.collect()
 t = {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
-t["parameter_cost"] = task1.cost(bb, src["task1"])
+t["parameter_cost"] = task1_addition.cost(bb, src["task1"])
 t["method_cost"] = cost.method_cost(bb, src["task1"], 5, 99, int(t["parameter_cost"]["tokens per question"].iloc[0]))
 # what training each experiment page's stages cost, from its own last run (stages loaded from the cache keep the cost
 # recorded when they were trained)

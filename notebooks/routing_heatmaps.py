@@ -88,7 +88,8 @@ from tqdm import tqdm
 from redlib.book import ledger, pages, parameters, plots
 from redlib.book.glue import glue_values
 from redlib.core.store import Store
-from redlib.core.train import progress_enabled
+from redlib.core.settings import progress_enabled
+from redlib.configs.routing_heatmaps import PAPER_SIZES
 from redlib.experiments import routing_heatmaps as ra
 from redlib.experiments import routing_heatmaps_report as rr
 from redlib.tasks import text_domains as td
@@ -132,7 +133,7 @@ parameters.this_run(cfg)
 # NBVAL_CHECK_OUTPUT
 sizes = pd.DataFrame([
     {"experiment": e, "setting": k, "this run": getattr(cfg, f"{w}_{k}"), "the paper": v}
-    for e, w in (("1 code expert", "code"), ("3 domain experts", "domain")) for k, v in ra.PAPER_SIZES[w].items()])
+    for e, w in (("1 code expert", "code"), ("3 domain experts", "domain")) for k, v in PAPER_SIZES[w].items()])
 plots.styled(sizes, hide_index=True, caption="Model and data sizes: this run against the paper's")
 
 # %% [markdown]

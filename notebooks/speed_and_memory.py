@@ -30,7 +30,7 @@ from IPython.display import Markdown, display
 from redlib.bench import page as speed
 from redlib.book import pages, plots
 from redlib.book.glue import glue_values
-from redlib.core.runtime import resolve_path
+from redlib.core.paths import resolve_path
 
 cfg, results = pages.start("speed_and_memory", globals())
 page = speed.speed_page(resolve_path(cfg.results_dir) / "bench" / "bench.json", cfg.profile, cfg.results_dir)

@@ -97,7 +97,7 @@ from IPython.display import Markdown, display
 
 from redlib.book import pages, parameters, plots
 from redlib.core.store import Store
-from redlib.experiments import decomposition, decomposition_report, range_page, range_tables
+from redlib.experiments import step_decomposition, step_decomposition_report, range_page, range_tables
 
 store = Store()
 cfg, results, bb = pages.start_range_task("step_decomposition", globals(), store)
@@ -141,7 +141,7 @@ plots.styled(range_tables.epochs_table(t["epochs"], by=("stage",)), precision=1,
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(decomposition.decomposer_table(t["decomposer"]), precision=3, caption="The step decomposer: exact programs and tag accuracy")
+plots.styled(step_decomposition.decomposer_table(t["decomposer"]), precision=3, caption="The step decomposer: exact programs and tag accuracy")
 
 # %% [markdown]
 # ## Execution
@@ -151,7 +151,7 @@ plots.styled(decomposition.decomposer_table(t["decomposer"]), precision=3, capti
 
 # %% tags=["hide-input"]
 main = cfg.settings[0].label
-true_t, dec_t = (decomposition.execution_table(t["execution"], main, source)
+true_t, dec_t = (step_decomposition.execution_table(t["execution"], main, source)
                  for source in ("true programs", "decomposer's programs"))
 display(plots.styled(true_t, precision=4, caption="Final-answer accuracy with the true programs, by number of steps"))
 display(plots.behind_click(
@@ -196,10 +196,10 @@ if att is not None:
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-pages.claims_table(results, decomposition.claims(cfg, t))
+pages.claims_table(results, step_decomposition.claims(cfg, t))
 
 # %% tags=["remove-cell"]
-pages.glue_found(results, decomposition_report.found, cfg, t)
+pages.glue_found(results, step_decomposition_report.found, cfg, t)
 
 # %% [markdown]
 # :::{dropdown} Training details: rates, epochs, capped stages

@@ -96,7 +96,7 @@ from IPython.display import display
 from redlib.book.glue import glue_values
 from redlib.book import pages, parameters, plots
 from redlib.core.store import Store
-from redlib.experiments import range_page, range_tables, ranges, task1
+from redlib.experiments import range_page, range_tables, ranges, task1_addition
 
 store = Store()
 cfg, results, bb = pages.start_range_task("task1_addition", globals(), store)
@@ -113,7 +113,7 @@ parameters.this_run(cfg)
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(task1.data_table(cfg), hide_index=True, caption="The data per setting and split")
+plots.styled(task1_addition.data_table(cfg), hide_index=True, caption="The data per setting and split")
 
 # %% [markdown]
 # How the backbone reads a question in each number format. The paper's Qwen3 splits every number
@@ -122,7 +122,7 @@ plots.styled(task1.data_table(cfg), hide_index=True, caption="The data per setti
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(task1.tokenization(bb), hide_index=True, caption="How the backbone's tokenizer reads a question")
+plots.styled(task1_addition.tokenization(bb), hide_index=True, caption="How the backbone's tokenizer reads a question")
 
 # %% [markdown]
 # ## Stages
@@ -141,8 +141,8 @@ plots.styled(task1.tokenization(bb), hide_index=True, caption="How the backbone'
 
 # %% tags=["hide-input", "remove-stderr"]
 # every seed and setting, the claims' setting first
-t, firsts = range_page.run_all(cfg, bb, store, "Task 1", lambda run: task1.evaluate(run, bb),
-                               extra={"parameter_cost": task1.cost(bb, cfg)})
+t, firsts = range_page.run_all(cfg, bb, store, "Task 1", lambda run: task1_addition.evaluate(run, bb),
+                               extra={"parameter_cost": task1_addition.cost(bb, cfg)})
 results.tables.update(t)  # written as CSV files by pages.end
 
 # %% [markdown]
@@ -239,7 +239,7 @@ plots.confusions(ranges.confusions(firsts[shown], t["overall"]), "predicted sum"
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-pages.claims_table(results, task1.claims(cfg, t))
+pages.claims_table(results, task1_addition.claims(cfg, t))
 
 # %% [markdown]
 # ## Parameter cost
@@ -280,7 +280,7 @@ plots.training_tables(t)
 # :::
 
 # %% tags=["remove-cell"]
-pages.glue_found(results, task1.found, cfg, t, beside="t1")
+pages.glue_found(results, task1_addition.found, cfg, t, beside="t1")
 
 # %% [markdown]
 # ## What we found

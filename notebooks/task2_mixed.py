@@ -84,7 +84,7 @@ from IPython.display import display
 
 from redlib.book import pages, parameters, plots
 from redlib.core.store import Store
-from redlib.experiments import range_page, range_tables, ranges, task2
+from redlib.experiments import range_page, range_tables, ranges, task2_mixed
 
 store = Store()
 cfg, results, bb = pages.start_range_task("task2_mixed", globals(), store)
@@ -99,14 +99,14 @@ parameters.this_run(cfg)
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(task2.examples(cfg), hide_index=True, caption="Example expressions")
+plots.styled(task2_mixed.examples(cfg), hide_index=True, caption="Example expressions")
 
 # %% [markdown]
 # Sizes, distinct texts and symbolic forms, and how much of test also appears in train, first seed:
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-data_sizes, data_mix = task2.data_views(task2.data_table(cfg))
+data_sizes, data_mix = task2_mixed.data_views(task2_mixed.data_table(cfg))
 plots.styled(data_sizes, hide_index=True, caption="The data per setting and split: sizes and overlap")
 
 # %% [markdown]
@@ -126,7 +126,7 @@ plots.styled(data_mix, hide_index=True, caption="The data per setting and split:
 
 # %% tags=["hide-input", "remove-stderr"]
 # every seed and setting, the claims' setting first
-t, firsts = range_page.run_all(cfg, bb, store, "Task 2", task2.evaluate)
+t, firsts = range_page.run_all(cfg, bb, store, "Task 2", task2_mixed.evaluate)
 first = firsts[cfg.settings[0].label]  # the claims' setting's first seed, for the figures
 results.tables.update(t)  # written as CSV files by pages.end
 
@@ -161,11 +161,11 @@ plots.styled(pd.concat([acc_range, range_tables.paper_per_range(acc_range.column
 # qualitative table by input type:
 
 # %% tags=["hide-input"]
-ops = task2.by_operations(t["overall"])
+ops = task2_mixed.by_operations(t["overall"])
 plots.styled(ops, precision=3, caption="Accuracy by number of operations, mean over seeds")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy by number of operations of the paper's four methods, per setting, mean over seeds with one standard deviation (every method is in the table above).", "name": "fig-t2-ops"}, "image": {"alt": "Point plots of accuracy against the number of operations, one line per method, one panel per setting"}}
-ops_long = task2.operations_long(t["overall"])
+ops_long = task2_mixed.operations_long(t["overall"])
 plots.step_lines(ops_long[ops_long["method"].isin(ranges.ORDER)], "operations", "method",
                  "Task 2: accuracy by number of operations", col="run");
 
@@ -173,7 +173,7 @@ plots.step_lines(ops_long[ops_long["method"].isin(ranges.ORDER)], "operations", 
 # By phrasing, claims' setting: the "if" phrasing names the first two operands in the other order.
 
 # %% tags=["hide-input"]
-plots.styled(task2.by_phrasing(t["overall"], main), precision=3, caption="Accuracy by phrasing, mean over seeds")
+plots.styled(task2_mixed.by_phrasing(t["overall"], main), precision=3, caption="Accuracy by phrasing, mean over seeds")
 
 # %% [markdown]
 # ## The router, near misses and the confusions of the best and the worst method
@@ -195,7 +195,7 @@ plots.confusions(ranges.confusions(first, t["overall"]), "predicted answer", "tr
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-pages.claims_table(results, task2.claims(cfg, t))
+pages.claims_table(results, task2_mixed.claims(cfg, t))
 
 # %% [markdown]
 # ## Diagnostics: every seed's stage 1, epochs and time
@@ -217,7 +217,7 @@ plots.training_tables(t)
 # :::
 
 # %% tags=["remove-cell"]
-pages.glue_found(results, task2.found, cfg, t, beside="t2")
+pages.glue_found(results, task2_mixed.found, cfg, t, beside="t2")
 
 # %% [markdown]
 # ## What we found

@@ -57,7 +57,7 @@ from IPython.display import Markdown, display
 from redlib.book import ledger, pages, parameters, plots
 from redlib.book.glue import glue_values
 from redlib.core.store import Store
-from redlib.experiments import toy
+from redlib.experiments import toy_experiments
 from redlib.speed.parallel import worker_count
 
 store = Store()
@@ -85,10 +85,10 @@ parameters.this_run(cfg)
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-full_grid = toy.grid()
+full_grid = toy_experiments.grid()
 domain_table = pd.DataFrame(
     [{"domain": n, "a, b from": lo, "a, b to": hi, "points": (hi - lo + 1) ** 2, "sums a+b": f"{2 * lo}-{2 * hi}"}
-     for n, (lo, hi) in zip(toy.DOMAIN_NAMES, toy.DOMAINS)]
+     for n, (lo, hi) in zip(toy_experiments.DOMAIN_NAMES, toy_experiments.DOMAINS)]
 )
 plots.styled(domain_table, hide_index=True, caption="The five domains: operand ranges, points and sums")
 
@@ -100,7 +100,7 @@ plots.styled(domain_table, hide_index=True, caption="The five domains: operand r
 # numbers are the same).
 
 # %% tags=["hide-input", "remove-stderr"]
-t = toy.run_all(cfg, store, worker_count())
+t = toy_experiments.run_all(cfg, store, worker_count())
 evals_a, weights_a, evals_b, evals_c, sizes_c, curves_a, curves_b, curves_c = (
     t[k] for k in ("evals_a", "weights_a", "evals_b", "evals_c", "sizes_c", "curves_a", "curves_b", "curves_c"))
 for name, df in {"a_linear_eval": evals_a, "a_linear_weights": weights_a, "b_mlp_eval": evals_b,
@@ -143,7 +143,7 @@ plots.accuracy_heatmap(accuracy_table(evals_a), "A: linear experts, accuracy (me
 plots.styled(error_table(evals_a), precision=4, caption="A: mean absolute error in sum units, mean over seeds")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment A, first seed: each linear expert's prediction along the diagonal a = b and the anti-diagonal b = 101 - a (grey bands: the training domains on the diagonal).", "name": "fig-toy-a-curves"}, "image": {"alt": "Line plots of linear experts' predictions against the true sum"}}
-plots.prediction_curves(curves_a, "A: linear experts", bands=toy.DOMAINS);
+plots.prediction_curves(curves_a, "A: linear experts", bands=toy_experiments.DOMAINS);
 
 # %% [markdown]
 # ## Experiment B: MLP experts
@@ -158,7 +158,7 @@ plots.accuracy_heatmap(accuracy_table(evals_b), "B: MLP experts, accuracy (mean 
 plots.styled(error_table(evals_b), precision=2, caption="B: mean absolute error in sum units, mean over seeds")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment B, first seed: MLP experts are right on their own block and drift elsewhere; the averages follow none of them.", "name": "fig-toy-b-curves"}, "image": {"alt": "Line plots of MLP experts' predictions against the true sum"}}
-plots.prediction_curves(curves_b, "B: MLP experts", bands=toy.DOMAINS);
+plots.prediction_curves(curves_b, "B: MLP experts", bands=toy_experiments.DOMAINS);
 
 # %% [markdown]
 # ## Experiment C: a linear base plus residual experts
@@ -189,7 +189,7 @@ plots.styled(sizes_c.groupby(["base", "expert"])[["max |r| own domain", "max |r|
              caption="C: largest residual |r| in sum units, mean over seeds")
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment C, exact base, first seed: the residual experts barely move the base's straight line.", "name": "fig-toy-c-curves"}, "image": {"alt": "Line plots of base plus residual experts' predictions against the true sum"}}
-plots.prediction_curves(curves_c, "C: exact base + residual experts", bands=toy.DOMAINS);
+plots.prediction_curves(curves_c, "C: exact base + residual experts", bands=toy_experiments.DOMAINS);
 
 # %% [markdown]
 # ## The three experiments side by side
@@ -219,12 +219,12 @@ plots.domain_bars(combined.astype({"domain": str}), x="domain", y="accuracy", hu
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-results.record(toy.claims(evals_a, weights_a, evals_b, evals_c))
+results.record(toy_experiments.claims(evals_a, weights_a, evals_b, evals_c))
 verdicts = ledger.page_table(results.claims)
 ledger.styled(verdicts)
 
 # %% tags=["remove-cell"]
-glue_values(toy.found(results.claims, ledger.verdicts(results.claims), weights_a, evals_b, evals_c, cfg))
+glue_values(toy_experiments.found(results.claims, ledger.verdicts(results.claims), weights_a, evals_b, evals_c, cfg))
 
 # %% [markdown]
 # ## What we found

@@ -8,8 +8,8 @@ import signal
 import sys
 
 from .book.registry import NOTEBOOKS
-from .book.results import ResultFileError
 from .core.config import PROFILES, ParameterError
+from .core.paths import ResultFileError
 
 
 WORKERS_HELP = ("processes a page trains its small stages in, side by side (default 2; 1: one after another); "
@@ -131,7 +131,7 @@ def _check_run_options(args: argparse.Namespace) -> None:
             args.workers = int(given[-1])
     _set_workers(args.workers)
     from .book import runner
-    from .core.runtime import cache_dir
+    from .core.paths import cache_dir
 
     runner.writable_folder(cache_dir(), "the stage cache (REDLIB_CACHE)")
     runner.outside_published(cache_dir(), "the stage cache (REDLIB_CACHE)", "name a folder outside them")
@@ -164,8 +164,8 @@ def _book(args: argparse.Namespace) -> None:
 def _export(args: argparse.Namespace) -> None:
     """`export`: one part of a Task 1 split as JSONL."""
     from .book import runner
-    from .experiments.task1 import Task1Config, spec_for
-    from .tasks.arithmetic import make_task1, to_jsonl
+    from .experiments.task1_addition import Task1Config, spec_for
+    from .tasks.arithmetic_data import make_task1, to_jsonl
 
     cfg = Task1Config.from_params(**runner.parse_params("task1_addition", args.parameter))
     runner.outside_published(runner.check_file(args.out, ".jsonl", "--out"), "--out", "write the split elsewhere")
@@ -227,7 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     signal.signal(signal.SIGTERM, _stop)
-    from .core.train import progress_enabled
+    from .core.settings import progress_enabled
 
     args.progress = progress_enabled()
     try:

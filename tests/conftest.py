@@ -3,7 +3,7 @@ import os
 import pytest
 import torch
 
-from redlib.models.backbone import embedded_path
+from redlib.models.folders import embedded_path
 
 os.environ.setdefault("REDLIB_PROGRESS", "0")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -2,7 +2,8 @@ import json
 
 import pytest
 
-from redlib.tasks.arithmetic import N_CLASSES, Task1Spec, format_numbers, label_of, make_task1, range_of, to_jsonl
+from redlib.tasks.arithmetic import N_CLASSES, Task1Spec, format_numbers, label_of, range_of
+from redlib.tasks.arithmetic_data import make_task1, to_jsonl
 
 
 def test_ranges_and_labels():

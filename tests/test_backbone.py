@@ -2,8 +2,9 @@ import pytest
 import torch
 
 from redlib.core.config import ParameterError
-from redlib.experiments.task1 import Task1Config
-from redlib.models.backbone import Backbone, BackboneError, resolve_backbone
+from redlib.configs.task1_addition import Task1Config
+from redlib.models.backbone import Backbone
+from redlib.models.folders import BackboneError, resolve_backbone
 
 TEXTS = ["What is 37 plus 12?", "What is 1 plus 2?", "Add 45 and 3."]
 

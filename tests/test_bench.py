@@ -6,7 +6,7 @@ import re
 from redlib.bench import levers
 from redlib.bench import report as bench_report
 from redlib.bench.run import SMOKE_TEST_COMMANDS, append_history, run_bench, update_pages
-from redlib.core.runtime import project_root
+from redlib.core.paths import project_root
 
 
 def test_bench_smoke_mode_writes_a_complete_report(tmp_path):

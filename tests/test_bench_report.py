@@ -7,7 +7,7 @@ import pytest
 
 from redlib.bench import levers, report
 from redlib.bench import page as speed
-from redlib.core.runtime import project_root
+from redlib.core.paths import project_root
 
 BENCH = project_root() / "results" / "bench"
 
@@ -287,7 +287,7 @@ def test_the_readme_states_the_committed_benchs_cold_book():
     """The README's cold-book sentence is the committed bench's (the bench rewrites it; a stale one fails here)."""
     from redlib.bench.cold import README_MARK, readme_text
     from redlib.bench.report import committed
-    from redlib.core.runtime import project_root
+    from redlib.core.paths import project_root
 
     found = README_MARK.findall((project_root() / "README.md").read_text())
     assert found == [readme_text(committed())]

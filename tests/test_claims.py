@@ -1,7 +1,7 @@
 import pytest
 
 from redlib.core.claims import bound_verdict, check_ids, claims_path, load_claims
-from redlib.core.runtime import project_root
+from redlib.core.paths import project_root
 
 SHARED = project_root().parent / "shared" / "paper" / "paper_claims.yaml"
 

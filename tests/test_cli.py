@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from redlib.core.runtime import project_root
+from redlib.core.paths import project_root
 
 
 def run_cli(*args):
@@ -124,7 +124,7 @@ def _file(tmp_path: Path) -> str:
 
 
 def _empty_idx(tmp_path: Path) -> str:
-    from redlib.tasks.mnist import IDX_FILES
+    from redlib.tasks.idx import IDX_FILES
 
     for stem in (s for pair in IDX_FILES.values() for s in pair):
         (tmp_path / stem).write_bytes(b"")
@@ -164,7 +164,7 @@ def _truncated_idx(tmp_path: Path) -> str:
     """The four MNIST IDX files with valid headers, one of them cut short after its header."""
     import numpy as np
 
-    from redlib.tasks.mnist import IDX_FILES
+    from redlib.tasks.idx import IDX_FILES
 
     for part, (images, labels) in IDX_FILES.items():
         n = 20

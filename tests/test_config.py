@@ -5,8 +5,8 @@ import pytest
 
 from redlib.book.registry import NOTEBOOKS, PAGES, config_for
 from redlib.core.config import ParameterError
-from redlib.core.runtime import project_root
-from redlib.experiments.toy import ToyConfig
+from redlib.core.paths import project_root
+from redlib.configs.toy_experiments import ToyConfig
 
 
 def test_profile_defaults_fill_none_fields():
@@ -74,7 +74,7 @@ def test_parameters_cell_mirrors_config(notebook):
 
 def test_every_parameter_is_described_once_in_its_config():
     """Help text lives in the config fields; choices and the profiles' values are filled in, not written twice."""
-    from redlib.experiments.task1 import Task1Config
+    from redlib.configs.task1_addition import Task1Config
 
     for page in PAGES:
         cls = page.config
@@ -122,8 +122,9 @@ def test_expert_hidden_zero_means_a_linear_expert_and_says_so():
     from torch import nn
 
     from redlib.book.parameters import parameter_docs
-    from redlib.experiments.task1 import Task1Config
+    from redlib.configs.task1_addition import Task1Config
+    from redlib.red.types import expert_module
 
-    expert = Task1Config.from_params(profile="smoke", expert_hidden=0).expert(8, 3)
+    expert = expert_module(Task1Config.from_params(profile="smoke", expert_hidden=0), 8, 3)
     assert len(expert) == 1 and isinstance(expert[0], nn.Linear)
     assert "linear" in parameter_docs("task1_addition")["expert_hidden"]

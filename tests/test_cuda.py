@@ -7,11 +7,15 @@ import numpy as np
 import pytest
 import torch
 
+from redlib.configs.mnist_label5 import MnistConfig
+from redlib.configs.routing_heatmaps import RoutingHeatmapsConfig
+from redlib.configs.step_decomposition import DecompositionConfig
+from redlib.configs.task1_addition import Task1Config
 from redlib.core.store import Store, state_equal
-from redlib.experiments import decomposition as dec
+from redlib.experiments import step_decomposition as dec
 from redlib.experiments import routing_heatmaps as ra
-from redlib.experiments import mnist, ranges, task1
-from redlib.experiments.ranges import Setting
+from redlib.experiments import mnist_label5, ranges
+from redlib.configs.ranges import Setting
 from redlib.models.backbone import Backbone
 from redlib.tasks import mnist as digits
 from redlib.tasks import text_domains as td
@@ -19,9 +23,9 @@ from redlib.tasks import text_domains as td
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
-def tiny_routing(**kw) -> ra.RoutingHeatmapsConfig:
+def tiny_routing(**kw) -> RoutingHeatmapsConfig:
     """The routing page's config on tiny sizes, on the GPU."""
-    return ra.RoutingHeatmapsConfig.from_params(**{**dict(profile="smoke", n_seeds=1, eval_samples=6, code_samples=12,
+    return RoutingHeatmapsConfig.from_params(**{**dict(profile="smoke", n_seeds=1, eval_samples=6, code_samples=12,
                                                   domain_pretrain_samples=8, domain_moe_samples=12, code_d_model=16,
                                                   domain_d_model=16, code_heads=2, domain_heads=2, code_ff=32,
                                                   domain_ff=32, device="cuda"), **kw})
@@ -43,7 +47,7 @@ def test_the_frozen_prefix_on_cuda_equals_the_full_forward_and_the_cpu_one(tiny_
 
 
 def test_task1_trains_on_cuda_reloads_and_stays_apart_from_cpu_stages(tiny_qwen, tmp_path):
-    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
+    cfg = Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
                                         head_lr=1e-2, device="cuda")
     bb = ranges.backbone(cfg)
     assert bb.device.type == "cuda"
@@ -54,7 +58,7 @@ def test_task1_trains_on_cuda_reloads_and_stays_apart_from_cpu_stages(tiny_qwen,
     rerun = ranges.run(cfg, 0, Setting("iid"), bb, again)
     assert again.events and all(e["event"] == "loaded" for e in again.events)
     assert ranges.evaluate(rerun)["overall"]["accuracy"].tolist() == overall["accuracy"].tolist()
-    on_cpu = task1.Task1Config.from_params(**{**cfg.asdict(), "device": "cpu"})
+    on_cpu = Task1Config.from_params(**{**cfg.asdict(), "device": "cpu"})
     cpu = Store(tmp_path)
     ranges.run(on_cpu, 0, Setting("iid"), ranges.backbone(on_cpu), cpu)
     loaded = [e["entry"] for e in cpu.events if e["event"] == "loaded"]
@@ -62,7 +66,7 @@ def test_task1_trains_on_cuda_reloads_and_stays_apart_from_cpu_stages(tiny_qwen,
 
 
 def test_the_step_decomposition_runs_with_its_backbone_on_cuda(tiny_qwen, tmp_path):
-    cfg = dec.DecompositionConfig.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2,
+    cfg = DecompositionConfig.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2,
                                               backbone_epochs=1, op_samples=300, tagger_epochs=2, head_lr=1e-2,
                                               splits_reported="iid", device="cuda")
     t = dec.run(cfg, 0, Setting("iid"), ranges.backbone(cfg), Store(tmp_path))
@@ -70,11 +74,11 @@ def test_the_step_decomposition_runs_with_its_backbone_on_cuda(tiny_qwen, tmp_pa
 
 
 def test_a_tiny_mnist_run_on_cuda_beats_chance(tmp_path):
-    cfg = mnist.MnistConfig.from_params(profile="smoke", max_epochs=2, backbone_epochs=2, device="cuda")
+    cfg = MnistConfig.from_params(profile="smoke", max_epochs=2, backbone_epochs=2, device="cuda")
     parts = digits.splits(None, split_seed=0)
     parts = {k: (x[: len(x) // 4], y[: len(y) // 4]) for k, (x, y) in parts.items()}  # 1,000 / 125 / 125 digits
-    run = mnist.run(cfg, 0, parts, Store(tmp_path))
-    acc = mnist.evaluate(run)["overall"].set_index("method")["accuracy"]
+    run = mnist_label5.run(cfg, 0, parts, Store(tmp_path))
+    acc = mnist_label5.evaluate(run)["overall"].set_index("method")["accuracy"]
     assert acc["oracle experts"] > 0.3 and acc["RED"] > 0.2  # chance is 0.1
 
 

@@ -7,13 +7,15 @@ import pandas as pd
 import pytest
 import torch
 
+from redlib.configs.step_decomposition import DecompositionConfig
 from redlib.core.store import Store
-from redlib.experiments import decomposition as dec
-from redlib.experiments.ranges import Setting
+from redlib.experiments import step_decomposition as dec
+from redlib.configs.ranges import Setting
 from redlib.models.backbone import Backbone
 from redlib.models.tagger import TAGS
 from redlib.red.pipeline import retrain_residuals
-from redlib.tasks.mixed import Task2Spec, make_task2
+from redlib.tasks.mixed import Task2Spec
+from redlib.tasks.mixed_data import make_task2
 
 
 def test_numbers_are_found_and_read_in_both_formats():
@@ -47,7 +49,7 @@ def test_gold_tags_rebuild_every_program(tiny_qwen):
 
 @pytest.fixture(scope="module")
 def tiny_run(tiny_qwen, tmp_path_factory):
-    cfg = dec.DecompositionConfig.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
+    cfg = DecompositionConfig.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
                                               op_samples=300, tagger_epochs=2, head_lr=1e-2, splits_reported="iid")
     store = Store(tmp_path_factory.mktemp("cache"))
     bb = Backbone(cfg.backbone, cfg.k_trainable)

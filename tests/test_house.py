@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from redlib.book import registry
-from redlib.core.runtime import project_root
+from redlib.core.paths import project_root
 
 REDLIB = project_root() / "redlib"
 
@@ -58,7 +58,7 @@ def test_budgets_and_stage_kinds_come_from_the_registry():
 
 
 # redlib's floors, lowest first: a module imports from its own floor or from those below it, never from above
-FLOORS = ["core", "speed", "models", "tasks", "red", "experiments", "book", "bench", "__main__"]
+FLOORS = ["core", "speed", "models", "tasks", "configs", "red", "experiments", "book", "bench", "__main__"]
 
 
 def _module_imports() -> dict[str, set[str]]:
@@ -133,3 +133,30 @@ def test_nothing_in_redlib_sets_the_environment_at_import():
     bare = {k: os.environ[k] for k in ("PATH", "HOME", "LANG", "TMPDIR") if k in os.environ}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=bare)
     assert out.stdout.strip() == "[]", out.stdout
+
+
+def test_each_training_page_has_a_config_and_an_experiment_module_named_as_its_notebook():
+    for p in registry.PAGES:
+        if p.trains:
+            assert p.config.__module__ == f"redlib.configs.{p.name}", p.name
+            assert (REDLIB / "experiments" / f"{p.name}.py").exists(), p.name
+
+
+def test_a_rejected_parameter_is_answered_before_torch_or_pandas_load():
+    """The command line checks names, types and the reader's folders on configs that import neither torch nor pandas
+    (one line, exit 2), so bad input is answered at once."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from redlib.__main__ import main\n"
+            "for argv in (['run', 'task1_addition', '-p', 'bogus', '1'], ['run', 'task2_mixed', '-p', 'lr', 'abc'],\n"
+            "             ['run', 'step_decomposition', '-p', 'backbone', '/no/such/folder'],\n"
+            "             ['run', 'mnist_label5', '-p', 'data_dir', '/no/such/folder'],\n"
+            "             ['run', 'routing_heatmaps', '-p', 'tokenizer', '/no/such/folder'],\n"
+            "             ['run', 'robustness_and_cost', '-p', 'n_seeds', '0'], ['run', 'toy_experiments', '-p', 'hidden', '-1']):\n"
+            "    assert main(argv) == 2, argv\n"
+            "print(sorted(m for m in ('torch', 'pandas') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+    assert len([line for line in out.stderr.splitlines() if line.startswith("error: ")]) == 7, out.stderr

@@ -183,7 +183,7 @@ def test_changes_name_the_ledgers_own_rules_as_causes(tmp_path):
 
 def test_a_snapshot_of_the_published_ledger_holds_every_claim_with_its_pages_commit():
     """What a re-publication saves as results/verdicts_before.csv before it re-runs the pages."""
-    from redlib.core.runtime import project_root
+    from redlib.core.paths import project_root
 
     snap = ledger.snapshot(project_root() / "results")
     assert list(snap.columns) == ["id", "verdict", "notebook", "published_at"]

@@ -1,6 +1,7 @@
 import pytest
 
-from redlib.tasks.mixed import Task2Spec, evaluate, make_task2, parse_mix, phrase, program_text, step_pairs, step_text
+from redlib.tasks.mixed import Task2Spec, evaluate, parse_mix, phrase, program_text, step_text
+from redlib.tasks.mixed_data import make_task2, step_pairs
 
 
 def test_every_record_is_consistent_with_its_program():

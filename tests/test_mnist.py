@@ -6,11 +6,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from redlib.configs.mnist_label5 import MnistConfig
 from redlib.core.config import ParameterError
 from redlib.core.store import Store
-from redlib.experiments import mnist, range_tables
+from redlib.experiments import mnist_label5, range_tables
 from redlib.red import methods
 from redlib.red.stages import Stages
+from redlib.red.types import base_rows
 from redlib.tasks import mnist as data
 
 
@@ -41,7 +43,7 @@ def test_the_idx_loader_reads_gzipped_and_plain_files(idx_dir):
 
 def test_a_missing_or_malformed_data_dir_is_a_one_line_error(tmp_path, idx_dir):
     with pytest.raises(ParameterError, match="does not exist"):
-        mnist.MnistConfig.from_params(profile="smoke", data_dir=str(tmp_path / "nope")).preflight()
+        MnistConfig.from_params(profile="smoke", data_dir=str(tmp_path / "nope")).preflight()
     (idx_dir / "t10k-labels-idx1-ubyte").unlink()
     with pytest.raises(ParameterError, match="missing: t10k-labels-idx1-ubyte"):
         data.check_idx_dir(str(idx_dir))
@@ -49,7 +51,7 @@ def test_a_missing_or_malformed_data_dir_is_a_one_line_error(tmp_path, idx_dir):
     with pytest.raises(ParameterError, match="not an MNIST IDX file"):
         data.load_idx_dir(str(idx_dir))
     with pytest.raises(ParameterError, match="allowed: paper, code"):
-        mnist.MnistConfig.from_params(judged_forms="released")
+        MnistConfig.from_params(judged_forms="released")
 
 
 def test_the_embedded_split_is_stratified_8_1_1_and_fixed():
@@ -61,19 +63,19 @@ def test_the_embedded_split_is_stratified_8_1_1_and_fixed():
 
 
 def test_a_tiny_run_beats_chance_and_has_both_moe_forms(tmp_path):
-    cfg = mnist.MnistConfig.from_params(profile="smoke", max_epochs=2, backbone_epochs=2)
+    cfg = MnistConfig.from_params(profile="smoke", max_epochs=2, backbone_epochs=2)
     parts = data.splits(None, split_seed=0)
     parts = {k: (x[: len(x) // 4], y[: len(y) // 4]) for k, (x, y) in parts.items()}  # 1,000 / 125 / 125 digits
-    run = mnist.run(cfg, 0, parts, Store(tmp_path))
-    base = cfg.base_rows(run.data.labels["train"], 0)
+    run = mnist_label5.run(cfg, 0, parts, Store(tmp_path))
+    base = base_rows(cfg, run.data.labels["train"], 0)
     assert (np.bincount(run.data.labels["train"][base].numpy()) == 10).all()  # 10% of 1,000, balanced by label
-    t = mnist.evaluate(run)
+    t = mnist_label5.evaluate(run)
     acc = t["overall"].set_index("method")["accuracy"]
-    assert {"softmax MoE", "softmax MoE (code experts)", mnist.CODE_UNIFORM} <= set(acc.index)
+    assert {"softmax MoE", "softmax MoE (code experts)", mnist_label5.CODE_UNIFORM} <= set(acc.index)
     assert acc["oracle experts"] > 0.3 and acc["RED"] > 0.2  # chance is 0.1
     assert set(t["routing"].columns) >= set(data.DOMAIN_NAMES) and len(t["routing"]) == 10
     np.testing.assert_allclose(t["routing"][data.DOMAIN_NAMES].sum(axis=1), 1.0, rtol=1e-5)
-    claims = mnist.claims(cfg, {k: v for k, v in t.items()})
+    claims = mnist_label5.claims(cfg, {k: v for k, v in t.items()})
     assert set(claims) == {"mn.base.acc", "mn.uniform.acc", "mn.moe.acc", "mn.red.acc", "mn.red.per_domain",
                            "mn.moe.per_domain"}
     assert claims["mn.red.acc"]["extensions"]  # the code's forms beside the paper's
@@ -83,30 +85,30 @@ def test_a_tiny_run_beats_chance_and_has_both_moe_forms(tmp_path):
 
 def test_each_seed_tests_on_its_own_split_unless_one_is_fixed():
     """By default the spread over seeds includes which digits are tested; `split_seed` fixes one split for all."""
-    cfg = mnist.MnistConfig.from_params(profile="smoke")
+    cfg = MnistConfig.from_params(profile="smoke")
     assert cfg.split_seed is None and cfg.split_for(3) == 3
-    a, b = mnist.load(cfg, 0)["test"][1], mnist.load(cfg, 1)["test"][1]
-    x0, x1 = mnist.load(cfg, 0)["test"][0], mnist.load(cfg, 1)["test"][0]
+    a, b = mnist_label5.load(cfg, 0)["test"][1], mnist_label5.load(cfg, 1)["test"][1]
+    x0, x1 = mnist_label5.load(cfg, 0)["test"][0], mnist_label5.load(cfg, 1)["test"][0]
     assert len(a) == len(b) == 500 and not np.array_equal(x0, x1)
-    fixed = mnist.MnistConfig.from_params(profile="smoke", split_seed=0)
-    assert np.array_equal(mnist.load(fixed, 0)["test"][0], mnist.load(fixed, 4)["test"][0])
+    fixed = MnistConfig.from_params(profile="smoke", split_seed=0)
+    assert np.array_equal(mnist_label5.load(fixed, 0)["test"][0], mnist_label5.load(fixed, 4)["test"][0])
 
 
 def test_stage1_per_split_loads_the_protocols_own_runs_and_trains_the_crossed_ones(tmp_path):
     """The diagonal (each seed on its own split) is the protocol's stage 1, loaded bit for bit; the rest is trained."""
-    cfg = mnist.MnistConfig.from_params(profile="smoke", n_seeds=2, backbone_epochs=1)
+    cfg = MnistConfig.from_params(profile="smoke", n_seeds=2, backbone_epochs=1)
     store = Store(tmp_path)
     own = {}
     for s in cfg.seeds:
-        st = Stages(cfg, *mnist.task(cfg, mnist.load(cfg, s), s), store, s, lrs={"stage1": 3e-3})
+        st = Stages(cfg, *mnist_label5.task(cfg, mnist_label5.load(cfg, s), s), store, s, lrs={"stage1": 3e-3})
         st.base()
         own[s] = st.epochs[-1]["val loss"]
-    table = mnist.stage1_by_split(cfg, Store(tmp_path), {"stage1": 3e-3})
+    table = mnist_label5.stage1_by_split(cfg, Store(tmp_path), {"stage1": 3e-3})
     assert len(table) == 4 and set(table["split"]) == set(table["training seed"]) == set(cfg.seeds)
     wide = range_tables.split_matrix(table)
     assert all(wide.loc[s, s] == own[s] for s in cfg.seeds) and wide.notna().all().all()
-    fixed = mnist.MnistConfig.from_params(profile="smoke", n_seeds=2, backbone_epochs=1, split_seed=0)
-    assert set(mnist.stage1_by_split(fixed, Store(tmp_path), {"stage1": 3e-3})["split"]) == {0}  # one split
+    fixed = MnistConfig.from_params(profile="smoke", n_seeds=2, backbone_epochs=1, split_seed=0)
+    assert set(mnist_label5.stage1_by_split(fixed, Store(tmp_path), {"stage1": 3e-3})["split"]) == {0}  # one split
 
 
 def test_a_far_seed_is_told_apart_from_a_harder_split():
@@ -141,5 +143,5 @@ def test_an_unreadable_data_dir_is_a_one_line_error(tmp_path, monkeypatch):
 def test_the_crossed_splits_diagnostic_runs_only_when_asked():
     """No claim reads every seed's stage 1 on every other seed's split: off in both profiles, a switch to ask for it."""
     for profile in ("smoke", "full"):
-        assert mnist.MnistConfig.from_params(profile=profile).crossed_splits is False
-    assert mnist.MnistConfig.from_params(profile="smoke", crossed_splits=True).crossed_splits is True
+        assert MnistConfig.from_params(profile=profile).crossed_splits is False
+    assert MnistConfig.from_params(profile="smoke", crossed_splits=True).crossed_splits is True

@@ -6,7 +6,7 @@ import jupytext
 import pytest
 
 from redlib.book.registry import NOTEBOOKS
-from redlib.core.runtime import project_root
+from redlib.core.paths import project_root
 
 REFERENCE = project_root() / "tests" / "nbval"
 MARK = "# NBVAL_CHECK_OUTPUT"

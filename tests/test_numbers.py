@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from redlib.book.numbers import TOLERANCE, compare_page
-from redlib.core.runtime import project_root
+from redlib.core.paths import project_root
 
 REFERENCE = project_root() / "tests" / "nbval" / "results"
 

@@ -3,7 +3,7 @@ import tomllib
 
 import yaml
 
-from redlib.core.runtime import project_root
+from redlib.core.paths import project_root
 
 
 def test_environment_yml_lists_the_pyproject_dependencies():

@@ -4,7 +4,7 @@ import jupytext
 
 from redlib.book import registry
 from redlib.core.claims import load_claims
-from redlib.core.runtime import project_root
+from redlib.core.paths import project_root
 
 
 def test_toc_is_the_registry():

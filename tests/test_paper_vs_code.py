@@ -3,12 +3,13 @@
 import json
 
 from redlib.book import paper_vs_code
+from redlib.book.registry import config_for
 from redlib.book.results import digests
 
 
 def recorded(root, page, **params):
     """A page's claims.json whose provenance records the full profile's parameters, with `params` changed."""
-    cfg = paper_vs_code.CONFIGS[page].from_params(profile="full", **params)
+    cfg = config_for(page).from_params(profile="full", **params)
     d = root / "full" / page
     d.mkdir(parents=True)
     (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": {"parameters": cfg.asdict()},
@@ -16,7 +17,7 @@ def recorded(root, page, **params):
 
 
 def test_the_words_change_when_the_recorded_parameters_do(tmp_path):
-    for page in paper_vs_code.CONFIGS:
+    for page in paper_vs_code.SPOKEN_OF:
         recorded(tmp_path / "a", page)
     recorded(tmp_path / "b", "task1_addition", patience=4, double_cap=False, expert_hidden=32)
     recorded(tmp_path / "b", "task2_mixed", step_mix="1:0.5,2:0.5", mix_variant="none")

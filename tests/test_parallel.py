@@ -48,7 +48,7 @@ def test_a_runs_recorded_peak_memory_counts_its_workers(tmp_path):
     """Two workers each holding 300 MB: the run's recorded peak with workers exceeds its own process's peak by more
     than one worker's share (the kernel's ru_maxrss alone would miss them), and their CPU seconds are counted."""
     from redlib.book.results import Results
-    from redlib.experiments.toy import ToyConfig
+    from redlib.configs.toy_experiments import ToyConfig
 
     res = Results(ToyConfig.from_params(profile="smoke", results_dir=str(tmp_path / "results")))
     out = map_pieces(hold_memory, None, [300, 300], Store(tmp_path / "cache"), workers=2)

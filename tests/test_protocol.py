@@ -3,17 +3,20 @@ runs the RED pipeline."""
 
 import pytest
 
-from redlib.experiments import decomposition, mnist, task1, task2
+from redlib.configs.mnist_label5 import MnistConfig
+from redlib.configs.step_decomposition import DecompositionConfig
+from redlib.configs.task1_addition import Task1Config
+from redlib.configs.task2_mixed import Task2Config
 
-ARITHMETIC = [task1.Task1Config, task2.Task2Config, decomposition.DecompositionConfig]
+ARITHMETIC = [Task1Config, Task2Config, DecompositionConfig]
 
 
-@pytest.mark.parametrize("config", [*ARITHMETIC, mnist.MnistConfig], ids=lambda c: c.NOTEBOOK)
+@pytest.mark.parametrize("config", [*ARITHMETIC, MnistConfig], ids=lambda c: c.NOTEBOOK)
 def test_the_full_profile_is_the_protocol(config):
     """Linear expert heads, no rate chosen on validation loss, patience 10 for every stage (stage 1 included), and
     a cap that never decides; the arithmetic pages at the paper's 1e-4, MNIST at the research code's 1e-3."""
     cfg = config.from_params(profile="full")
-    rate = 1e-3 if config is mnist.MnistConfig else 1e-4
+    rate = 1e-3 if config is MnistConfig else 1e-4
     assert cfg.expert_hidden == 0 and cfg.lr_grid() == []
     assert not getattr(cfg, "stage1_beside", lambda: False)()  # no extension with a chosen stage 1
     assert (cfg.lr, cfg.head_lr, cfg.virtual_batch) == (rate, rate, 64)

@@ -5,7 +5,7 @@ import pytest
 
 from redlib.book.results import Results, read
 from redlib.core import measure
-from redlib.experiments.toy import ToyConfig
+from redlib.configs.toy_experiments import ToyConfig
 
 
 def make(results_root, **kw):
@@ -130,7 +130,7 @@ def test_non_default_parameters_are_in_provenance_the_box_and_the_ledger(results
 
 def test_a_result_file_changed_by_hand_is_caught_naming_the_file(results_root):
     """Each run records the SHA-256 of its tables and claims; readers (ledger, reading pages, --no-execute) check them."""
-    from redlib.book.results import ResultFileError
+    from redlib.core.paths import ResultFileError
     from redlib.book.runner import verify_results
 
     res = make(results_root)
@@ -158,7 +158,7 @@ def test_a_result_file_changed_by_hand_is_caught_naming_the_file(results_root):
 @pytest.mark.parametrize("strip", ["all", "claims", "table"])
 def test_result_files_without_their_checksums_are_refused(results_root, strip):
     """Deleting a digest (or all of them) does not switch the check off: an edited table is refused all the same."""
-    from redlib.book.results import ResultFileError
+    from redlib.core.paths import ResultFileError
 
     res = make(results_root)
     res.table("overall", pd.DataFrame({"method": ["RED", "MoE"], "accuracy": [1.0, 0.9]}))

@@ -9,10 +9,11 @@ import pytest
 import torch
 from test_pipeline import K, synthetic, tiny_config
 
+from redlib.configs.robustness_and_cost import RobustnessConfig
 from redlib.core.config import ParameterError
 from redlib.core.store import Store, state_equal
-from redlib.experiments import robustness as rb
-from redlib.experiments import robustness_report as rr
+from redlib.experiments import robustness_and_cost as rb
+from redlib.experiments import robustness_and_cost_report as rr
 from redlib.red import cost, methods, perturbation
 from redlib.red.pipeline import retrain_residuals, router_over, run_red
 
@@ -113,25 +114,25 @@ def test_the_no_residual_ablation_mixes_each_residual_experts_answer():
 ])
 def test_bad_parameters_are_one_line_errors(params, message):
     with pytest.raises(ParameterError, match=message):
-        rb.RobustnessConfig.from_params(profile="smoke", **params)
+        RobustnessConfig.from_params(profile="smoke", **params)
 
 
 def test_missing_folders_fail_before_any_run(tmp_path):
     with pytest.raises(ParameterError, match="does not exist"):
-        rb.RobustnessConfig.from_params(profile="smoke", backbone=str(tmp_path / "none")).preflight()
+        RobustnessConfig.from_params(profile="smoke", backbone=str(tmp_path / "none")).preflight()
     with pytest.raises(ParameterError):
-        rb.RobustnessConfig.from_params(profile="smoke", mnist_data_dir=str(tmp_path / "none")).preflight()
+        RobustnessConfig.from_params(profile="smoke", mnist_data_dir=str(tmp_path / "none")).preflight()
 
 
 def test_the_sources_are_the_pages_own_configs():
-    cfg = rb.RobustnessConfig.from_params(profile="smoke")
+    cfg = RobustnessConfig.from_params(profile="smoke")
     src = cfg.sources()
     assert src["task1"].asdict() == type(src["task1"]).from_params(profile="smoke", n_seeds=1).asdict()
     assert src["mnist"].head_lr == 0.001 and src["task2"].split == "iid"
 
 
 def test_method_cost_counts_every_module_each_method_trains():
-    from redlib.experiments.task1 import Task1Config
+    from redlib.configs.task1_addition import Task1Config
     from redlib.models.backbone import Backbone
 
     bb = Backbone("embedded", 2)

@@ -7,6 +7,7 @@ import pandas as pd
 import pytest
 import torch
 
+from redlib.configs.routing_heatmaps import PAPER_PATIENCE, RoutingHeatmapsConfig
 from redlib.core.config import ParameterError
 from redlib.core.store import Store, state_equal
 from redlib.experiments import routing_heatmaps as ra
@@ -20,11 +21,11 @@ def tok():
     return td.load_tokenizer("embedded")
 
 
-def tiny(**kw) -> ra.RoutingHeatmapsConfig:
+def tiny(**kw) -> RoutingHeatmapsConfig:
     base = dict(profile="smoke", n_seeds=1, eval_samples=6, code_samples=12, domain_pretrain_samples=8,
                 domain_moe_samples=12, code_d_model=16, domain_d_model=16, code_heads=2, domain_heads=2, code_ff=32,
                 domain_ff=32, digit_hidden=16)
-    return ra.RoutingHeatmapsConfig.from_params(**{**base, **kw})
+    return RoutingHeatmapsConfig.from_params(**{**base, **kw})
 
 
 def test_domains_are_reproducible_per_seed_and_part_and_consistent():
@@ -131,7 +132,7 @@ def test_the_converged_extension_stops_by_patience_and_leaves_the_papers_epochs_
     cfg = tiny(n_seeds=2, code_epochs=2, converge_cap=5, max_len=32)
     assert cfg.adam("text", 0, 2, "x").patience == 2 and cfg.stop_patience is None
     long = cfg.converged()
-    assert long.seeds == [cfg.seed] and long.adam("text", 0, long.code_epochs, "x").patience == ra.PAPER_PATIENCE
+    assert long.seeds == [cfg.seed] and long.adam("text", 0, long.code_epochs, "x").patience == PAPER_PATIENCE
     assert long.code_epochs == long.domain_moe_epochs == long.digit_epochs == 5
     digits = {part: (x[:300], y[:300]) for part, (x, y) in ra.digit_data(cfg).items()}
     ext = rr.converged_run(cfg, tok, digits, Store(tmp_path))

@@ -22,7 +22,7 @@ def test_smoke_stage_copies_pages_and_drops_stale_ones(tmp_path, monkeypatch):
 
 def fake_repo(tmp_path, monkeypatch, body: str):
     """A repository whose `reproduce` notebook is the parameters cell plus `body`; REDLIB_ROOT points at it."""
-    from redlib.core.runtime import project_root
+    from redlib.core.paths import project_root
 
     root = tmp_path / "repo"
     (root / "notebooks").mkdir(parents=True)
@@ -50,7 +50,7 @@ def test_a_failed_run_is_kept_where_no_book_or_nbval_glob_finds_it(tmp_path, mon
 def test_without_a_repository_url_the_book_has_no_launch_buttons_or_repository_link():
     import yaml
 
-    from redlib.core.runtime import project_root
+    from redlib.core.paths import project_root
 
     config = yaml.safe_load((project_root() / "_config.yml").read_text())
     unset = {**config, "repository": {**config["repository"], "url": ""}}

@@ -6,8 +6,11 @@ import pandas as pd
 import pytest
 import torch
 
+from redlib.configs.ranges import STAGE1_PAPER, Setting
+from redlib.configs.step_decomposition import DecompositionConfig
+from redlib.configs.task1_addition import Task1Config
 from redlib.core.store import Store
-from redlib.experiments import ranges, stage1_runs, task1
+from redlib.experiments import ranges, stage1_runs
 from redlib.red import selection
 from redlib.red.clock import timed
 
@@ -22,9 +25,9 @@ def _state(st) -> dict[str, torch.Tensor]:
 
 
 def test_stage1_runs_trained_side_by_side_are_a_serial_runs_bit_for_bit(tiny_qwen, tmp_path, monkeypatch):
-    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=2, head_lr_grid=GRID)
+    cfg = Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=2, head_lr_grid=GRID)
     bb = ranges.backbone(cfg)
-    runs = stage1_runs.grid_runs(cfg)[:2] + [(task1.Setting("pairs"), cfg.seed + 1, cfg.lr)]
+    runs = stage1_runs.grid_runs(cfg)[:2] + [(Setting("pairs"), cfg.seed + 1, cfg.lr)]
     monkeypatch.setenv("REDLIB_WORKERS", "2")
     side = Store(tmp_path / "side")
     stage1_runs.train_side_by_side(cfg, runs, bb, side)
@@ -56,11 +59,11 @@ def test_stage1_runs_trained_side_by_side_are_a_serial_runs_bit_for_bit(tiny_qwe
 
 
 def test_the_page_runs_are_every_setting_and_seed_at_its_rate():
-    cfg = task1.Task1Config.from_params(profile="full", head_lr_grid=GRID, stage1_paper_beside=True)
+    cfg = Task1Config.from_params(profile="full", head_lr_grid=GRID, stage1_paper_beside=True)
     choice = ranges.LrChoice({"stage1": 3e-4, "expert": 1e-3})
     runs = stage1_runs.page_runs(cfg, choice)
     assert len(runs) == sum(len(cfg.seeds_for(st)) for st in cfg.settings)
-    assert all(lr == (cfg.lr if st.stage1 == ranges.STAGE1_PAPER else 3e-4) for st, _, lr in runs)
+    assert all(lr == (cfg.lr if st.stage1 == STAGE1_PAPER else 3e-4) for st, _, lr in runs)
     assert [run[2] for run in stage1_runs.grid_runs(cfg)] == [lr for lr in cfg.lr_grid() for _ in cfg.seeds]  # every seed
 
 
@@ -71,7 +74,7 @@ def test_overlap_shares_divide_each_moment_among_the_runs_then():
 
 
 def test_without_the_memory_for_two_workers_the_runs_train_in_the_page(tiny_qwen, tmp_path, monkeypatch):
-    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=2, head_lr_grid=GRID)
+    cfg = Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=2, head_lr_grid=GRID)
     bb = ranges.backbone(cfg)
     monkeypatch.setenv("REDLIB_WORKERS", "2")
     monkeypatch.setattr(stage1_runs.psutil, "virtual_memory", lambda: type("Memory", (), {"available": 2**30})())
@@ -82,7 +85,7 @@ def test_without_the_memory_for_two_workers_the_runs_train_in_the_page(tiny_qwen
 
 
 def test_the_prefix_size_is_known_before_it_is_computed(tiny_qwen, tmp_path):
-    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen))
+    cfg = Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen))
     data, texts = ranges.task_data(cfg.NAMESPACE, *cfg.frames(cfg.seed, cfg.settings[0]))
     enc = stage1_runs.TextEncoder(ranges.backbone(cfg), texts, Store(tmp_path), cfg.NAMESPACE)
     size = enc.prefix_bytes
@@ -91,7 +94,7 @@ def test_the_prefix_size_is_known_before_it_is_computed(tiny_qwen, tmp_path):
 
 def test_with_a_rung_the_workers_train_every_rung_then_only_the_survivors_and_the_page_chooses_as_a_serial_run(
         tiny_qwen, tmp_path, monkeypatch):
-    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=3, n_seeds=2,
+    cfg = Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=3, n_seeds=2,
                                         head_lr_grid="0.0001,0.01", lr_rung=1, lr_keep=1, splits_reported="iid",
                                         stage1_paper_beside=False)
     bb = ranges.backbone(cfg)
@@ -111,23 +114,23 @@ def test_with_a_rung_the_workers_train_every_rung_then_only_the_survivors_and_th
 
 def test_the_step_decomposition_trains_its_op_experts_stage_1_tries_side_by_side_and_the_page_loads_them(
         tiny_qwen, tmp_path, monkeypatch):
-    from redlib.experiments import decomposition
+    from redlib.experiments import step_decomposition
 
-    cfg = decomposition.DecompositionConfig.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=2,
+    cfg = DecompositionConfig.from_params(profile="smoke", backbone=str(tiny_qwen), backbone_epochs=2,
                                                         n_seeds=2, head_lr_grid="0.0001,0.01")
     bb, store = ranges.backbone(cfg), Store(tmp_path)
     monkeypatch.setenv("REDLIB_WORKERS", "2")
     stage1_runs.train_grid(cfg, bb, store)
-    made = [e for e in store.events if e["kind"] == f"{decomposition.NAMESPACE}/stage1"]
+    made = [e for e in store.events if e["kind"] == f"{step_decomposition.NAMESPACE}/stage1"]
     assert [e["event"] for e in made] == ["computed"] * 2 * 2  # every rate on every seed, on the single steps
     seen = len(store.events)
     monkeypatch.setenv("REDLIB_WORKERS", "1")
-    decomposition.choose(cfg, bb, store)
+    step_decomposition.choose(cfg, bb, store)
     assert not [e for e in store.events[seen:] if e["kind"].endswith("/stage1") and e["event"] != "loaded"]
 
 
 def test_without_its_rungs_cached_no_rate_is_trained_to_the_end_beforehand(tiny_qwen, tmp_path):
-    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), lr_rung=1, head_lr_grid=GRID)
+    cfg = Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), lr_rung=1, head_lr_grid=GRID)
     bb = ranges.backbone(cfg)
     assert stage1_runs.rung_survivors(cfg, bb, Store(tmp_path)) == []  # the page's selection runs the rungs first
     assert stage1_runs.rung_survivors(replace(cfg, lr_rung=0), bb, Store(tmp_path)) == cfg.lr_grid()

@@ -4,10 +4,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from redlib.configs.ranges import STAGE1_PAPER, Setting
+from redlib.configs.task1_addition import Task1Config
 from redlib.core.config import ParameterError
 from redlib.core.store import Store
-from redlib.experiments import ranges, task1
-from redlib.experiments.decomposition import DecompositionConfig
+from redlib.experiments import ranges, task1_addition
+from redlib.configs.step_decomposition import DecompositionConfig
 from redlib.models.backbone import Backbone
 from redlib.red import methods
 from redlib.red.selection import LrChoice
@@ -15,11 +17,11 @@ from redlib.red.selection import LrChoice
 
 @pytest.fixture(scope="module")
 def tiny_run(tiny_qwen, tmp_path_factory):
-    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
+    cfg = Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
                                         head_lr=1e-2)
     store = Store(tmp_path_factory.mktemp("cache"))
     bb = Backbone(cfg.backbone, cfg.k_trainable)
-    return cfg, bb, store, ranges.run(cfg, 0, task1.Setting("pairs"), bb, store)
+    return cfg, bb, store, ranges.run(cfg, 0, Setting("pairs"), bb, store)
 
 
 def test_every_method_is_scored(tiny_run):
@@ -41,7 +43,7 @@ def test_rerun_loads_every_stage_from_the_cache(tiny_run):
     cfg, bb, store, run = tiny_run
     seen = len(store.events)
     computed = sorted(e["entry"] for e in store.events if e["event"] == "computed" and not e["kind"].endswith("/prefix"))
-    again = ranges.run(cfg, 0, task1.Setting("pairs"), bb, store)
+    again = ranges.run(cfg, 0, Setting("pairs"), bb, store)
     rerun = store.events[seen:]
     assert all(e["event"] == "loaded" for e in rerun)  # nothing is trained again
     # every trained stage of the first run is loaded; the frozen prefix is not even read (stage 1 and the features are)
@@ -52,47 +54,47 @@ def test_rerun_loads_every_stage_from_the_cache(tiny_run):
 
 def test_case_study_routes_each_query(tiny_run):
     _, bb, _, run = tiny_run
-    df = task1.case_study(run, bb, ["What is 7 plus 9?", "What is 45 plus 48?"])
+    df = task1_addition.case_study(run, bb, ["What is 7 plus 9?", "What is 45 plus 48?"])
     alphas = df[[c for c in df.columns if c.startswith("alpha")]].to_numpy()
     np.testing.assert_allclose(alphas.sum(1), 1.0, rtol=1e-5)
     assert df["RED answer"].between(2, 100).all()
-    full = task1.case_study(run, bb)  # the paper's four queries, with the paper's weights beside ours
-    assert list(full["query"]) == list(task1.PAPER_CASES) and full["paper answer"].tolist() == [85, 51, 22, 41]
+    full = task1_addition.case_study(run, bb)  # the paper's four queries, with the paper's weights beside ours
+    assert list(full["query"]) == list(task1_addition.PAPER_CASES) and full["paper answer"].tolist() == [85, 51, 22, 41]
 
 
 def test_settings_put_the_claims_setting_first_and_add_digits_on_pairs():
-    cfg = task1.Task1Config.from_params(profile="smoke")  # no rate chosen: no stage-1 extension
+    cfg = Task1Config.from_params(profile="smoke")  # no rate chosen: no stage-1 extension
     assert [st.label for st in cfg.settings] == ["iid", "pairs", "pairs, digits"]
     assert cfg.settings[2].description.endswith("digit-spaced numbers")
-    grid = task1.Task1Config.from_params(profile="smoke", head_lr_grid="0.0001,0.001", stage1_paper_beside=True)
+    grid = Task1Config.from_params(profile="smoke", head_lr_grid="0.0001,0.001", stage1_paper_beside=True)
     assert "stage 1 at the paper's learning rate" in grid.settings[3].description
-    full = task1.Task1Config.from_params(profile="full")  # the pairs split on the protocol's seeds, it can rank
+    full = Task1Config.from_params(profile="full")  # the pairs split on the protocol's seeds, it can rank
     assert [full.seeds_for(st) for st in full.settings] == [[0, 1, 2], [0, 1, 2], [0]]
-    none = task1.Task1Config.from_params(profile="smoke", digits_variant_on="none", splits_reported="iid",
+    none = Task1Config.from_params(profile="smoke", digits_variant_on="none", splits_reported="iid",
                                          stage1_paper_beside=False)
     assert [st.label for st in none.settings] == ["iid"]
-    paper = task1.Task1Config.from_params(profile="smoke", stage1_paper_beside=True)  # stage 1 at the paper's rate
+    paper = Task1Config.from_params(profile="smoke", stage1_paper_beside=True)  # stage 1 at the paper's rate
     assert [st.label for st in paper.settings] == ["iid", "pairs", "pairs, digits"]  # already: the extension is moot
-    digits = task1.Task1Config.from_params(profile="smoke", number_format="digits")  # no variant of a variant
+    digits = Task1Config.from_params(profile="smoke", number_format="digits")  # no variant of a variant
     assert [st.label for st in digits.settings] == ["iid, digits", "pairs, digits"]
 
 
 def test_the_stage_1_extension_holds_the_protocols_rates_on_its_seeds_and_is_refused_where_it_runs_already():
-    st = ranges.Setting("iid", stage1=ranges.STAGE1_PAPER)
+    st = Setting("iid", stage1=STAGE1_PAPER)
     choice = LrChoice({"stage1": 3e-4, "residual": 1e-3})
     assert ranges.lrs_for(choice, st, 1e-4) == {"stage1": 1e-4, "residual": 1e-3}
-    assert ranges.lrs_for(choice, ranges.Setting("iid"), 1e-4) == choice.lrs
+    assert ranges.lrs_for(choice, Setting("iid"), 1e-4) == choice.lrs
     grid = {"head_lr_grid": "0.0001,0.001", "stage1_paper_beside": True}  # the extension needs a chosen stage 1
-    cfg = task1.Task1Config.from_params(profile="full", **grid)
-    beside = next(s for s in cfg.settings if s.stage1 == ranges.STAGE1_PAPER)
+    cfg = Task1Config.from_params(profile="full", **grid)
+    beside = next(s for s in cfg.settings if s.stage1 == STAGE1_PAPER)
     assert cfg.seeds_for(cfg.settings[0]) == [0, 1, 2] and cfg.seeds_for(beside) == [0]
-    assert task1.Task1Config.from_params(profile="full", stage1_beside_seeds=3, **grid).seeds_for(beside) == [0, 1, 2]
+    assert Task1Config.from_params(profile="full", stage1_beside_seeds=3, **grid).seeds_for(beside) == [0, 1, 2]
     with pytest.raises(ParameterError, match="'stage1_paper_beside' must be False on the step decomposition"):
         DecompositionConfig.from_params(profile="smoke", stage1_paper_beside=True)
 
 
 def test_tokenization_table_counts_digit_tokens(tiny_qwen):
-    df = task1.tokenization(Backbone(str(tiny_qwen), 1))
+    df = task1_addition.tokenization(Backbone(str(tiny_qwen), 1))
     whole, digits = df.set_index("number format")["text"]
     assert "47" in whole and "4 7" in digits
 
@@ -106,8 +108,8 @@ def test_a_backbone_in_another_folder_reuses_every_cached_stage(tiny_run, tmp_pa
     bb2 = Backbone(str(moved), cfg.k_trainable)
     assert bb2.identity == bb.identity and str(moved) != cfg.backbone
     seen = len(store.events)
-    again = ranges.run(task1.Task1Config.from_params(**{**cfg.asdict(), "backbone": str(moved)}), 0,
-                      task1.Setting("pairs"), bb2, store)
+    again = ranges.run(Task1Config.from_params(**{**cfg.asdict(), "backbone": str(moved)}), 0,
+                      Setting("pairs"), bb2, store)
     assert store.events[seen:] and all(e["event"] == "loaded" for e in store.events[seen:])
     assert ranges.evaluate(again)["overall"]["accuracy"].tolist() == ranges.evaluate(run)["overall"]["accuracy"].tolist()
     # and a folder with other weights is another backbone
@@ -120,16 +122,16 @@ def test_one_missing_stage_trained_in_process_keeps_the_runs_stage_record(tiny_q
     """A single missing small stage trains in the page's own process (no pool for one job): the run still records
     every stage once, loaded or computed, as a run that trains nothing or everything does."""
     monkeypatch.setenv("REDLIB_WORKERS", "2")
-    cfg = task1.Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=1, backbone_epochs=1)
+    cfg = Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=1, backbone_epochs=1)
     bb = Backbone(cfg.backbone, cfg.k_trainable)
-    ranges.run(cfg, 0, task1.Setting("iid"), bb, Store(tmp_path))
+    ranges.run(cfg, 0, Setting("iid"), bb, Store(tmp_path))
     entries = sorted(tmp_path.rglob("*.safetensors"))
     next(p for p in entries if p.parent.name == "gate").unlink()
     store = Store(tmp_path)
-    ranges.run(cfg, 0, task1.Setting("iid"), bb, store)
+    ranges.run(cfg, 0, Setting("iid"), bb, store)
     events = [e["event"] for e in store.events]
     cached = Store(tmp_path)
-    ranges.run(cfg, 0, task1.Setting("iid"), bb, cached)
+    ranges.run(cfg, 0, Setting("iid"), bb, cached)
     assert events.count("computed") == 1 and len(events) == len(cached.events) == cached.hits > 20, events
 
 

@@ -3,22 +3,24 @@
 import pandas as pd
 import pytest
 
+from redlib.configs.ranges import SPLIT_LABELS, STAGE1_PAPER
+from redlib.configs.task2_mixed import Task2Config
 from redlib.core.claims import load_claims
 from redlib.core.config import ParameterError
 from redlib.core.store import Store
-from redlib.experiments import range_tables, ranges, task2
+from redlib.experiments import range_tables, ranges, task2_mixed
 from redlib.models.backbone import Backbone
 from redlib.tasks.mixed import PHRASINGS
 
 
 @pytest.fixture(scope="module")
 def tiny_tables(tiny_qwen, tmp_path_factory):
-    cfg = task2.Task2Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
+    cfg = Task2Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
                                         head_lr_grid="0.01", head_lr_extend=0, stage1_paper_beside=True)
     store = Store(tmp_path_factory.mktemp("cache"))
     bb = Backbone(cfg.backbone, cfg.k_trainable)
     choice = ranges.choose(cfg, bb, store)
-    tables = [task2.evaluate(ranges.run(cfg, 0, st, bb, store, ranges.lrs_for(choice, st, cfg.lr))) for st in cfg.settings]
+    tables = [task2_mixed.evaluate(ranges.run(cfg, 0, st, bb, store, ranges.lrs_for(choice, st, cfg.lr))) for st in cfg.settings]
     return cfg, ranges.stack(tables) | ranges.selection_tables(choice)
 
 
@@ -30,54 +32,54 @@ def test_scores_by_operations_and_phrasing(tiny_tables):
     assert ov["unseen_accuracy"].between(0, 1).all() or ov["unseen_accuracy"].isna().any()
     iso = ov[ov["run"] == "isolated"]
     assert (iso["unseen_accuracy"] == iso["accuracy"]).all()
-    ops = task2.by_operations(ov)
+    ops = task2_mixed.by_operations(ov)
     assert list(ops.columns) == [1, 2] and ops.stack().between(0, 1).all()  # the default mix: one or two operations
-    phr = task2.by_phrasing(ov, "iid")
+    phr = task2_mixed.by_phrasing(ov, "iid")
     assert set(phr.columns) <= {f"'{p}' phrasing" for p in PHRASINGS} and len(phr.columns) >= 2
 
 
 def test_claims_cover_every_task2_id_with_isolated_as_extension(tiny_tables):
     cfg, t = tiny_tables
-    measured = task2.claims(cfg, t)
+    measured = task2_mixed.claims(cfg, t)
     assert set(measured) == {c for c in load_claims() if c.startswith("t2.")}
     assert measured["t2.red.acc"]["run"] == "iid"
-    assert ranges.SPLIT_LABELS["isolated"] in measured["t2.red.acc"]["extensions"]
+    assert SPLIT_LABELS["isolated"] in measured["t2.red.acc"]["extensions"]
     assert len(measured["t2.red.per_range"]["value"]) == 5
 
 
 def test_the_stage_1_extension_trains_stage_1_at_the_paper_rate_on_the_claims_data(tiny_tables):
     cfg, t = tiny_tables
-    ext = next(st for st in cfg.settings if st.stage1 == ranges.STAGE1_PAPER)
+    ext = next(st for st in cfg.settings if st.stage1 == STAGE1_PAPER)
     assert (ext.split, ext.number_format) == (cfg.settings[0].split, cfg.settings[0].number_format)
     ep = t["epochs"].set_index(["run", "stage"])["lr"]
     assert ep[(ext.label, "stage 1")].item() == cfg.lr and ep[("iid", "stage 1")].item() == 0.01
     rates = t["epochs"].groupby(["run", "stage"])["lr"].first().unstack("run")  # every other kind at the protocol's
     assert (rates.drop(index="stage 1")[ext.label] == rates.drop(index="stage 1")["iid"]).all()
     assert "lr_selection_stage1_paper" not in t  # no second choice
-    assert ext.description in task2.claims(cfg, t)["t2.red.acc"]["extensions"]
+    assert ext.description in task2_mixed.claims(cfg, t)["t2.red.acc"]["extensions"]
     words = range_tables.stage1_beside("t2", cfg, t)["t2_stage1_beside"]
     assert f"at {cfg.lr:g}" in words and "against" in words and "at 0.01 chosen" in words and "RED " in words
-    assert ext.label not in set(task2.data_table(cfg)["run"])  # the same data as the claims' setting
-    off = task2.Task2Config.from_params(profile="smoke", stage1_paper_beside=False)
+    assert ext.label not in set(task2_mixed.data_table(cfg)["run"])  # the same data as the claims' setting
+    off = Task2Config.from_params(profile="smoke", stage1_paper_beside=False)
     assert range_tables.stage1_beside("t2", off, t)["t2_stage1_beside"].startswith("not run")
 
 
 def test_data_table_measures_the_train_test_overlap():
-    cfg = task2.Task2Config.from_params(profile="smoke")
-    table = task2.data_table(cfg).set_index(["run", "part"])
+    cfg = Task2Config.from_params(profile="smoke")
+    table = task2_mixed.data_table(cfg).set_index(["run", "part"])
     iid, isolated = table.loc[("iid", "test")], table.loc[("isolated", "test")]
     assert isolated["test forms in train"] == "0.0%" and iid["test forms in train"] != "0.0%"
-    sizes, mix = task2.data_views(table.reset_index())  # two page-wide tables, every column in one of them
+    sizes, mix = task2_mixed.data_views(table.reset_index())  # two page-wide tables, every column in one of them
     assert list(sizes.columns[:2]) == list(mix.columns[:2]) == ["run", "part"] and len(sizes) == len(mix) == len(table)
     assert set(sizes.columns) | set(mix.columns) == set(table.reset_index().columns) and max(sizes.shape[1], mix.shape[1]) <= 9
-    assert set(task2.examples(cfg)["phrasing"]) == set(PHRASINGS)
+    assert set(task2_mixed.examples(cfg)["phrasing"]) == set(PHRASINGS)
 
 
 def test_bad_step_mix_is_a_one_line_error():
     with pytest.raises(ParameterError, match="step_mix"):
-        task2.Task2Config.from_params(profile="smoke", step_mix="5:1")
+        Task2Config.from_params(profile="smoke", step_mix="5:1")
     with pytest.raises(ParameterError, match="split"):
-        task2.Task2Config.from_params(profile="smoke", split="pairs")
+        Task2Config.from_params(profile="smoke", split="pairs")
 
 
 def test_a_stage_still_improving_at_its_cap_is_counted_and_named():
@@ -119,10 +121,10 @@ def test_found_gives_every_value_the_prose_pastes(tiny_tables):
     import re
 
     from redlib.book.glue import plain
-    from redlib.core.runtime import project_root
+    from redlib.core.paths import project_root
 
     cfg, t = tiny_tables
-    values = task2.found(cfg, t, {cid: "holds" for cid in task2.claims(cfg, t)})
+    values = task2_mixed.found(cfg, t, {cid: "holds" for cid in task2_mixed.claims(cfg, t)})
     prose = (project_root() / "notebooks" / "task2_mixed.py").read_text()
     named = set(re.findall(r"\{glue:text\}`(\w+)", prose))
     # the ledger's words with stage 1 at the paper's rate, glued by the page's last step (`pages.glue_found`)
@@ -138,8 +140,8 @@ def test_the_claims_use_the_papers_mix_and_the_50_50_mix_is_an_extension(tiny_ta
     assert cfg.step_mix == "1:0.8,2:0.2" and cfg.settings[0].mix == ""
     half = next(st for st in cfg.settings if st.mix)
     assert half.label == "iid, 50/50 mix" and cfg.seeds_for(half) == [cfg.seed]
-    ops = {st: task2.spec_for(cfg, 0, st).step_mix for st in (cfg.settings[0], half)}
+    ops = {st: task2_mixed.spec_for(cfg, 0, st).step_mix for st in (cfg.settings[0], half)}
     assert ops == {cfg.settings[0]: "1:0.8,2:0.2", half: "1:0.5,2:0.5"}
-    assert "iid, 50/50 mix" in task2.by_operations(t["overall"]).index  # scored by number of operations too
-    assert half.description in task2.claims(cfg, t)["t2.red.acc"]["extensions"]
-    assert [st.mix for st in task2.Task2Config.from_params(profile="smoke", mix_variant="none").settings] == [""] * 2
+    assert "iid, 50/50 mix" in task2_mixed.by_operations(t["overall"]).index  # scored by number of operations too
+    assert half.description in task2_mixed.claims(cfg, t)["t2.red.acc"]["extensions"]
+    assert [st.mix for st in Task2Config.from_params(profile="smoke", mix_variant="none").settings] == [""] * 2

@@ -10,7 +10,7 @@ from pathlib import Path
 from ..book import runner
 from ..book.registry import NOTEBOOKS, config_for
 from ..core.config import ParameterError
-from ..core.runtime import resolve_path
+from ..core.paths import resolve_path
 
 
 def main(args: argparse.Namespace) -> None:

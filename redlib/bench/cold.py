@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..book.registry import NOTEBOOKS
-from ..core.runtime import project_root
+from ..core.paths import project_root
 
 README_MARK = re.compile(r"<!-- cold-book -->.*?<!-- /cold-book -->", re.S)
 

@@ -15,9 +15,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..experiments.task1 import Task1Config
+from ..configs.task1_addition import Task1Config
 from ..models.backbone import Backbone
-from ..core.train import ADAMW, ADAMW_KINDS, adamw
+from ..core.settings import ADAMW, ADAMW_KINDS
+from ..core.train import adamw
+from ..red.types import code_module, expert_module, residual_module
 from ..speed import kernels
 from ..tasks.arithmetic import N_CLASSES
 
@@ -132,7 +134,7 @@ def _small_stage_steps(threads: int, steps: int, kind: str = ADAMW) -> float:
     torch.set_num_threads(threads)
     kernels.configure()
     torch.manual_seed(0)
-    residual, head = Task1Config().residual(384), nn.Linear(384, N_CLASSES).requires_grad_(False)
+    residual, head = residual_module(Task1Config(), 384), nn.Linear(384, N_CLASSES).requires_grad_(False)
     h, y = torch.randn(16, 384), torch.randint(N_CLASSES, (16,))
     return _steps_per_second(lambda: F.cross_entropy(head(h + residual(h)), y), list(residual.parameters()), 50, steps,
                              kind)
@@ -183,7 +185,8 @@ def text_padding(reps: int = 3, n: int = 2048, batch: int = 16, steps: int = 40)
 
     from ..core.store import Store
     from ..red.encoders import TextEncoder
-    from ..tasks.mixed import Task2Spec, make_task2
+    from ..tasks.mixed import Task2Spec
+    from ..tasks.mixed_data import make_task2
 
     kernels.configure()
     texts = make_task2(Task2Spec(n_train=n, n_val=8, n_test=8))["train"]["text"].tolist()
@@ -262,17 +265,17 @@ def stacked_stages(reps: int = 5, n: int = 1000, epochs: int = 2) -> dict:
     repetitions taken in turn), and the speed-up."""
     from ..core.stacked import fit_stacked
     from ..core.train import TrainConfig, fit
-    from ..experiments.task1 import Task1Config
+    from ..configs.task1_addition import Task1Config
 
     cfg = Task1Config()
     d, C, K = 384, N_CLASSES, 5
     torch.set_num_threads(1)
     kernels.configure()
     head = nn.Linear(d, C).requires_grad_(False)
-    kinds = {f"expert (hidden {cfg.expert_hidden})": (lambda: cfg.expert(d, C), lambda m, h: m(h)),
+    kinds = {f"expert (hidden {cfg.expert_hidden})": (lambda: expert_module(cfg, d, C), lambda m, h: m(h)),
              "expert (linear, the paper's)": (lambda: nn.Sequential(nn.Linear(d, C)), lambda m, h: m(h)),
-             "residual": (lambda: cfg.residual(d), lambda m, h: head(h + m(h))),
-             "code": (lambda: cfg.code_expert(d, C), lambda m, h: head(h) + cfg.code_scale * m(h))}
+             "residual": (lambda: residual_module(cfg, d), lambda m, h: head(h + m(h))),
+             "code": (lambda: code_module(cfg, d, C), lambda m, h: head(h) + cfg.code_scale * m(h))}
     gen = torch.Generator().manual_seed(0)
     train = [(torch.randn(n, d, generator=gen), torch.randint(C, (n,), generator=gen)) for _ in range(K)]
     val = [(torch.randn(n // 8, d, generator=gen), torch.randint(C, (n // 8,), generator=gen)) for _ in range(K)]

@@ -121,7 +121,7 @@ def same_code(notebook: str, timing: dict) -> str:
     recorded them (exact), else by git, the notebook and redlib at the two commits; or why it cannot tell."""
     import subprocess
 
-    from ..core.runtime import project_root
+    from ..core.paths import project_root
 
     root, path = project_root(), project_root() / "results" / "full" / notebook / "claims.json"
     doc = json.loads(path.read_text()) if path.exists() else {}

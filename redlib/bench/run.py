@@ -33,11 +33,14 @@ from torch.nn import functional as F
 
 from ..book.registry import BOOK_MINUTES, NOTEBOOKS
 from ..book.results import git_commit, jsonable, library_versions
-from ..core.runtime import project_root
-from ..experiments.task1 import Task1Config
-from ..models.backbone import Backbone, embedded_path
+from ..core.paths import project_root
+from ..configs.task1_addition import Task1Config
+from ..models.backbone import Backbone
+from ..models.folders import embedded_path
 from ..models.combiners import ProbMixture, ResidualMixture
-from ..tasks.arithmetic import N_CLASSES, RANGE_NAMES, Task1Spec, make_task1
+from ..red.types import expert_module, residual_module, router_module
+from ..tasks.arithmetic import N_CLASSES, RANGE_NAMES, Task1Spec
+from ..tasks.arithmetic_data import make_task1
 from .micro import (kernel_throughput, optimizer_kinds, spread, stacked_stages, stage1_processes, stage_threads,
                     text_padding, timed)
 from .profile import stage1_profile
@@ -111,7 +114,7 @@ def features_vs_recompute(n: int, batch: int, reps: int) -> dict:
                            for s in range(0, n, 256)])
     K = len(RANGE_NAMES)
     r = torch.randint(K, (n,), generator=torch.Generator().manual_seed(0))
-    router = Task1Config().router(bb.dim, K)
+    router = router_module(Task1Config(), bb.dim, K)
     opt = torch.optim.AdamW(router.parameters(), lr=1e-4)
 
     def epoch(cached: bool) -> None:
@@ -137,9 +140,9 @@ def throughput(n: int, reps: int) -> dict:
     bb = Backbone("embedded", 2)
     d, K, cfg = bb.dim, len(RANGE_NAMES), Task1Config()  # the modules Task 1 trains, at its default sizes
     h = torch.randn(n, d)
-    head, router = nn.Linear(d, N_CLASSES), cfg.router(d, K)
-    moe = ProbMixture([cfg.expert(d, N_CLASSES) for _ in range(K)])
-    red = ResidualMixture([cfg.residual(d) for _ in range(K)], head)
+    head, router = nn.Linear(d, N_CLASSES), router_module(cfg, d, K)
+    moe = ProbMixture([expert_module(cfg, d, N_CLASSES) for _ in range(K)])
+    red = ResidualMixture([residual_module(cfg, d) for _ in range(K)], head)
     methods = {"global head": lambda: head(h).argmax(-1), "softmax MoE": lambda: moe(h, router(h)).argmax(-1),
                "RED": lambda: red(h, router(h)).argmax(-1)}
     out = {m: {**timed(fn, reps)} for m, fn in methods.items()}

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import os
 
+from ..configs.ranges import mix_words
+from ..configs.red import protocol_words
 from ..core.config import NotebookConfig
-from ..experiments import decomposition, mnist, task1, task2
-from ..experiments.ranges import mix_words
-from ..red.types import protocol_words
+from .registry import config_for
 from .results import read
 
-CONFIGS = {"task1_addition": task1.Task1Config, "task2_mixed": task2.Task2Config,
-           "step_decomposition": decomposition.DecompositionConfig, "mnist_label5": mnist.MnistConfig}
+SPOKEN_OF = ("task1_addition", "task2_mixed", "step_decomposition", "mnist_label5")  # the pages whose runs it describes
 
 
 def recorded(page: str, profile: str = "full", root: str | os.PathLike = "results") -> NotebookConfig | None:
@@ -20,13 +19,13 @@ def recorded(page: str, profile: str = "full", root: str | os.PathLike = "result
     res = read(page, profile, root)
     if not res.exists:
         return None
-    config = CONFIGS[page]
+    config = config_for(page)
     return config.from_params(**{k: v for k, v in res.provenance["parameters"].items() if k in config.param_names()})
 
 
 def run_facts(profile: str = "full", root: str | os.PathLike = "results") -> dict[str, str]:
     """The page's protocol words (`pvc_*`), each from the recorded parameters of the page it speaks of."""
-    t1, t2, sd, mn = (recorded(p, profile, root) for p in CONFIGS)
+    t1, t2, sd, mn = (recorded(p, profile, root) for p in SPOKEN_OF)
     missing = "not run yet"
     return {
         "pvc_protocol": protocol_words(t1) if t1 else missing,

@@ -2,23 +2,24 @@
 
 The CLI's notebook list, the execution order, `_toc.yml`, the ledger's links, the intro's status table, the
 reproduce page's tables, the cold-time budgets and the Speed page's names of the stage kinds all derive from
-`PAGES`. Adding a section means: a notebook, its experiment module (config + computations, and `STAGE_KINDS` if
-it caches stages of its own kinds), one `Page` entry here, and its claims in the claims file with a test.
+`PAGES`. Adding a section means: a notebook, its config module and its experiment module, both named as the notebook
+(`configs/<name>.py`: the knobs; `experiments/<name>.py`: the computations, and `STAGE_KINDS` if it caches stages
+of its own kinds), one `Page` entry here, and its claims in the claims file with a test.
 """
 
 from __future__ import annotations
 
-import sys
+import importlib
 from dataclasses import dataclass
 
+from ..configs.mnist_label5 import MnistConfig
+from ..configs.robustness_and_cost import RobustnessConfig
+from ..configs.routing_heatmaps import RoutingHeatmapsConfig
+from ..configs.step_decomposition import DecompositionConfig
+from ..configs.task1_addition import Task1Config
+from ..configs.task2_mixed import Task2Config
+from ..configs.toy_experiments import ToyConfig
 from ..core.config import NotebookConfig, PageConfig, ParameterError, page_config
-from ..experiments.decomposition import DecompositionConfig
-from ..experiments.mnist import MnistConfig
-from ..experiments.robustness import RobustnessConfig
-from ..experiments.routing_heatmaps import RoutingHeatmapsConfig
-from ..experiments.task1 import Task1Config
-from ..experiments.task2 import Task2Config
-from ..experiments.toy import ToyConfig
 
 # the book's numbered parts, in order (the intro is the root page, outside them)
 PARTS = ("Reading this book", "Experiments", "Cost and robustness")
@@ -107,7 +108,7 @@ def stage_kinds() -> dict[str, str]:
     experiment module declares in its `STAGE_KINDS`."""
     from ..red.types import STAGE_KINDS
 
-    own = [getattr(sys.modules[p.config.__module__], "STAGE_KINDS", {}) for p in PAGES]
+    own = [getattr(importlib.import_module(f"redlib.experiments.{p.name}"), "STAGE_KINDS", {}) for p in PAGES if p.trains]
     return {k: v for kinds in own for k, v in kinds.items()} | STAGE_KINDS
 
 

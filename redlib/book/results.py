@@ -25,7 +25,7 @@ import torch
 
 from ..core.claims import check_ids
 from ..core.config import NotebookConfig
-from ..core.runtime import project_root, resolve_path
+from ..core.paths import ResultFileError, project_root, resolve_path
 from ..core.store import Store
 from ..speed import kernels, parallel
 from ..speed.parallel import worker_count
@@ -209,10 +209,6 @@ class Results:
 
 
 CLAIMS_KEY = "claims"  # the digest of claims.json's own claims, beside those of the tables
-
-
-class ResultFileError(ValueError):
-    """A result file that was changed by hand, or cannot be read; the message is one line naming the file."""
 
 
 def digests(folder: Path, claims: dict[str, Any], names: list[str] | None = None) -> dict[str, str]:

@@ -15,7 +15,7 @@ from typing import Any, Iterable
 import yaml
 
 from ..core.config import PROFILES, ParameterError
-from ..core.runtime import project_root, resolve_path
+from ..core.paths import project_root, resolve_path
 from .registry import NOTEBOOKS, PAGES, config_for, render_toc
 
 BOOK_FILES = ("_config.yml",)  # _toc.yml is written from the page registry
@@ -297,7 +297,7 @@ def build_html(stage: Path, quiet: bool = False) -> Path:
 def plan_lines(profile: str, cold: str = "") -> list[str]:
     """What `book` will do before it does it: the pages it executes, what the stage cache holds, and (`cold`, a line
     the bench's reader writes) what the pages cost from an empty cache."""
-    from ..core.runtime import cache_dir
+    from ..core.paths import cache_dir
 
     entries = sum(1 for _ in cache_dir().rglob("*.safetensors")) if cache_dir().is_dir() else 0
     return [f"book (profile {profile}): executes {len(NOTEBOOKS)} pages in order, then builds the HTML book",

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from .runtime import project_root
+from .paths import project_root
 
 VALUE_TOL = 0.05  # a `value` claim holds when a seed's number lies within this of the paper's
 

@@ -20,7 +20,7 @@ import typing
 from dataclasses import dataclass
 from typing import Any, ClassVar, Mapping
 
-from .train import TrainConfig, TrainSettings
+from .settings import TrainConfig, TrainSettings
 
 PROFILES = ("smoke", "full")
 DEVICE_PATTERN = re.compile(r"^(cpu|auto|mps|cuda(:\d+)?)$")
@@ -278,7 +278,7 @@ class PageConfig(NotebookConfig):
     def require_results(self) -> None:
         """A reading page needs its profile's results: a missing folder is a one-line error, not a page of
         "not measured" (checked when the page runs, after where it writes is settled)."""
-        from .runtime import not_a_folder, resolve_path
+        from .paths import not_a_folder, resolve_path
 
         where = resolve_path(self.results_dir) / self.profile
         if not where.is_dir():

@@ -1,50 +1,14 @@
-"""Where things live (repo root, results, cache), seeding and device selection."""
+"""Seeding and device selection (where things live: `paths.py`, re-exported here)."""
 
 from __future__ import annotations
 
-import os
 import random
-from pathlib import Path
 
 import numpy as np
 import torch
 
-
-def project_root() -> Path:
-    """The repository root: $REDLIB_ROOT, else the checkout holding this package, else the cwd."""
-    if env := os.environ.get("REDLIB_ROOT"):
-        return Path(env).resolve()
-    here = Path(__file__).resolve().parents[2]  # redlib/core/runtime.py -> the checkout
-    return here if (here / "_toc.yml").exists() else Path.cwd()
-
-
-def cache_dir() -> Path:
-    """Stage cache folder ($REDLIB_CACHE or <root>/cache); deleting it is always safe."""
-    return Path(os.environ.get("REDLIB_CACHE", project_root() / "cache"))
-
-
-def resolve_path(path: str | os.PathLike) -> Path:
-    """A path from a parameter: absolute as given, relative to the repository root otherwise."""
-    p = Path(path).expanduser()
-    return p if p.is_absolute() else project_root() / p
-
-
-def not_a_folder(path: Path) -> str:
-    """Why `path` is no folder, in the words of a one-line error: 'is a file, not a folder' or 'does not exist'."""
-    return "is a file, not a folder" if path.exists() else "does not exist"
-
-
-def read_one_byte(files) -> None:
-    """Open each file and read a byte: an OSError (no permission, a dangling link, a folder named like a file) comes
-    now, before any kernel starts, instead of in the middle of a run."""
-    for f in files:
-        with open(f, "rb") as fh:
-            fh.read(1)
-
-
-def os_error_words(err: OSError) -> str:
-    """An OSError in the words of a one-line error: 'PermissionError: Permission denied: /the/file'."""
-    return f"{type(err).__name__}: {err.strerror or err}" + (f": {err.filename}" if err.filename else "")
+# re-exported: the executed notebooks of record import these from here
+from .paths import cache_dir, not_a_folder, os_error_words, project_root, read_one_byte, resolve_path  # noqa: F401
 
 
 def seed_everything(seed: int) -> None:

@@ -29,7 +29,8 @@ from torch.optim.adamw import adamw as adamw_update
 from tqdm import tqdm
 
 from .runtime import generator
-from .train import ADAMW, FitResult, TrainConfig, next_cap, progress_enabled
+from .settings import progress_enabled
+from .train import ADAMW, FitResult, TrainConfig, next_cap
 
 # logits(model, h): the stage's answer for features h (..., d) -> (..., C); its loss is cross-entropy against y
 LogitsFn = Callable[[nn.Module, Tensor], Tensor]

@@ -22,7 +22,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import Tensor, nn
 
-from .runtime import cache_dir
+from .paths import cache_dir
 
 Tensors = dict[str, Tensor]
 

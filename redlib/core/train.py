@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -13,44 +12,10 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from .runtime import generator
+from .settings import ADAMW, ADAMW_KINDS, CAP_LIMIT, TrainConfig, progress_enabled
 
 Batch = Sequence[Tensor]
 LossFn = Callable[[nn.Module, Batch], Tensor]
-
-
-@dataclass
-class TrainSettings:
-    """The training knobs every config shares (the paper's: AdamW lr 1e-4, batch 16 -> 64, 60 epochs, patience 3)."""
-
-    lr: float = 1e-4
-    weight_decay: float = 0.01
-    batch_size: int = 16
-    virtual_batch: int = 64
-    max_epochs: int | None = 60
-    patience: int | None = 3
-
-
-# AdamW's implementation: "fused" (one kernel updates every parameter) where the device has it, else "foreach".
-# Both compute AdamW's fp32 update and round it differently; on the 2-core machine fused trains the small stages
-# about 1.5x as many steps per second and stage 1 about 7% faster (`make bench`'s `optimizer` entry).
-ADAMW = "fused"
-ADAMW_KINDS = ("fused", "foreach")
-
-
-@dataclass
-class TrainConfig(TrainSettings):
-    """One fit: the knobs, plus the improvement that counts, the stage's seed, its progress label and the AdamW
-    implementation (part of every stage's cache key: another rounds the last bits differently)."""
-
-    min_delta: float = 0.0
-    seed: int = 0
-    desc: str = "train"
-    optimizer: str = ADAMW
-    double_cap: bool = False  # the convergence rule: a fit that reaches its cap trains on with the cap doubled
-
-
-# the convergence rule never doubles a cap past this (a fit still improving there ends with `stopped_early` False)
-CAP_LIMIT = 100_000
 
 
 def adamw(params: list[nn.Parameter], lr: float, weight_decay: float, kind: str = ADAMW) -> torch.optim.AdamW:
@@ -81,18 +46,6 @@ def next_cap(epochs_run: int, cap: int, cfg: TrainConfig) -> int:
     if epochs_run < cap or not cfg.double_cap:
         return cap
     return min(2 * cap, CAP_LIMIT) if cap < CAP_LIMIT else cap
-
-
-def still_improving(best_epoch, max_epochs, patience):
-    """Whether a stage was still improving when its epoch cap stopped it: its best epoch (0-based) lies within
-    `patience` of the cap. Scalars or pandas columns alike."""
-    return best_epoch >= max_epochs - patience
-
-
-def progress_enabled() -> bool:
-    """tqdm bars on unless REDLIB_PROGRESS=0, or CI is set and REDLIB_PROGRESS is not 1."""
-    setting = os.environ.get("REDLIB_PROGRESS", "auto")
-    return setting == "1" or (setting == "auto" and not os.environ.get("CI"))
 
 
 def _batches(data: Batch, batch_size: int, order: Tensor | None = None, device: torch.device | None = None):

@@ -1,1 +1,2 @@
-"""One module per experiment page: its config, its data handed to the pipeline, its tables and its claims."""
+"""One module per experiment page, named as its notebook: the data it hands the pipeline, its tables and its claims
+(its knobs: `configs/<notebook>.py`)."""

@@ -13,9 +13,10 @@ import pandas as pd
 
 from ..core.store import Store
 from ..models.backbone import Backbone
-from . import decomposition, ranges, stage1_runs
-from .decomposition import DecompositionConfig
-from .ranges import RangeRun, RangeTaskConfig
+from . import step_decomposition, ranges, stage1_runs
+from ..configs.step_decomposition import DecompositionConfig
+from .ranges import RangeRun
+from ..configs.ranges import RangeTaskConfig
 
 Tables = dict[str, pd.DataFrame]
 
@@ -38,7 +39,7 @@ def run_decomposition(cfg: DecompositionConfig, bb: Backbone, store: Store) -> T
     """Every seed and setting of the step-decomposition page (op experts at the rates chosen on validation loss; the
     selection's stage-1 tries trained side by side first)."""
     stage1_runs.train_grid(cfg, bb, store)
-    choice = decomposition.choose(cfg, bb, store)
-    tables = [decomposition.run(cfg, s, st, bb, store, choice.lrs) for st, s in ranges.every_run(cfg, "decomposition")]
-    extra = {"attribution": decomposition.attribution(cfg, bb, store)} if cfg.attribution else {}
+    choice = step_decomposition.choose(cfg, bb, store)
+    tables = [step_decomposition.run(cfg, s, st, bb, store, choice.lrs) for st, s in ranges.every_run(cfg, "decomposition")]
+    extra = {"attribution": step_decomposition.attribution(cfg, bb, store)} if cfg.attribution else {}
     return ranges.stack(tables) | extra | ranges.selection_tables(choice)

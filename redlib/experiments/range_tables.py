@@ -10,9 +10,10 @@ from __future__ import annotations
 import pandas as pd
 
 from ..core.claims import CEILING, load_claims
-from ..core.train import still_improving
+from ..core.settings import still_improving
 from ..red.methods import TIES
-from .ranges import NEAR, PAPER_KEYS, STAGE1_PAPER, RangeTaskConfig
+from .ranges import NEAR, PAPER_KEYS
+from ..configs.ranges import RangeTaskConfig, STAGE1_PAPER
 
 
 def verdict_tally(v: dict[str, str]) -> str:

@@ -8,10 +8,11 @@ import pandas as pd
 from ..core import measure
 from ..core.claims import listing, order_verdict, seeds_words, verdict_keys
 from ..core.store import Store
-from ..core.train import still_improving
+from ..core.settings import still_improving
 from ..tasks import text_domains as td
 from . import routing_heatmaps as ra
-from .routing_heatmaps import PAPER_PATIENCE, TARGET_DIGITS, RoutingHeatmapsConfig
+from ..configs.routing_heatmaps import PAPER_PATIENCE, RoutingHeatmapsConfig
+from .routing_heatmaps import TARGET_DIGITS
 
 MAJORITY = 0.5  # "most tokens": more than this share of a domain's tokens
 

@@ -27,7 +27,7 @@ import torch
 
 from ..core.store import Store
 from . import ranges
-from .ranges import RangeTaskConfig, Setting
+from ..configs.ranges import RangeTaskConfig, Setting
 from ..models.backbone import Backbone
 from ..red import selection
 from ..red.encoders import TextEncoder
@@ -136,7 +136,7 @@ def _stages(cfg: RangeTaskConfig, run: Stage1Run, bb: Backbone, store: Store,
     datasets = {} if datasets is None else datasets
     which = (setting.split, setting.number_format, seed)
     if which not in datasets:
-        namespace, frames, key, domain = cfg.stage1_data(seed, setting)
+        namespace, frames, key, domain = ranges.stage1_data(cfg, seed, setting)
         data, texts = ranges.task_data(namespace, frames, key, domain)
         datasets[which] = data, TextEncoder(bb, texts, store, namespace)
     data, enc = datasets[which]

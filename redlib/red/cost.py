@@ -7,10 +7,10 @@ import pandas as pd
 import torch
 from torch import nn
 
+from ..configs.red import RedConfig
 from ..core import measure
 from ..models.backbone import Backbone
-from .pipeline import RedConfig
-from .types import STAGE_KINDS
+from .types import STAGE_KINDS, code_module, expert_module, residual_module, router_module
 
 # Qwen3-0.6B's published shape, for counting parameters from the configuration alone (no weights).
 QWEN3_0_6B = {"vocab_size": 151_936, "hidden_size": 1024, "intermediate_size": 3072, "num_hidden_layers": 28,
@@ -46,7 +46,8 @@ def parameter_cost(bb: Backbone, cfg: RedConfig, n_domains: int, n_classes: int,
     rows = []
     for name, d, model, emb in _shapes(bb):
         with torch.device("meta"):
-            residual, router, expert = cfg.residual(d), cfg.router(d, n_domains), cfg.expert(d, n_classes)
+            residual, router = residual_module(cfg, d), router_module(cfg, d, n_domains)
+            expert = expert_module(cfg, d, n_classes)
         backbone, body = count(model), count(model) - count(emb)
         red = n_domains * count(residual) + count(router)
         rows.append({"backbone": name, "d": d, "backbone parameters": backbone,
@@ -65,8 +66,9 @@ def method_cost(bb: Backbone, cfg: RedConfig, n_domains: int, n_classes: int, to
     for name, d, model, emb in _shapes(bb):
         K = n_domains
         with torch.device("meta"):
-            head, router = nn.Linear(d, n_classes), cfg.router(d, K)
-            expert, residual, code = cfg.expert(d, n_classes), cfg.residual(d), cfg.code_expert(d, n_classes)
+            head, router = nn.Linear(d, n_classes), router_module(cfg, d, K)
+            expert, residual = expert_module(cfg, d, n_classes), residual_module(cfg, d)
+            code = code_module(cfg, d, n_classes)
         parts = {  # method -> [(module, how many)]
             "global head": [(head, 1)],
             "uniform averaging": [(expert, K)],

@@ -34,7 +34,8 @@ from ..models.routers import Router
 from .schedule import prefetch
 from .clock import timed
 from .encoders import Encoder
-from .stages import Stages, router
+from .jobs import router
+from .stages import Stages
 from .types import (PIPELINE_VERSION, STAGE_KINDS, RedConfig, RedRun, TaskData, balanced_subsample, moe_gate_loss,
                     subsample)
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from ..core.store import Store
 from ..speed import parallel
-from .stages import STACKED, Stages
+from .jobs import STACKED
+from .stages import Stages
 from .types import Job
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import pandas as pd
 
 from ..core.store import Store
-from ..core.train import still_improving
+from ..core.settings import still_improving
 from .schedule import prefetch
 from .clock import by_kind
 from .encoders import Encoder

@@ -3,64 +3,38 @@
 Stage 1 trains the encoder's top on the page's thread count (in the page, or beforehand in a worker:
 `experiments/stage1_runs.py`); every later stage trains a small module on stage 1's frozen features. Those small
 stages are *jobs* ("expert", i), ("router", None), ... whose inputs are stage 1's head and features and, for stage
-4 and the gates, other jobs' results; each job is one function below (`JOBS`). `schedule.py` trains the jobs
-not cached yet side by side in worker processes before the page asks for them; the page then loads them from the
+4 and the gates, other jobs' results; each job has a key function and a function (`jobs.py`). `schedule.py` trains
+the jobs not cached yet side by side in worker processes before the page asks for them; the page then loads them from the
 cache in its usual order, so its modules, tables, epochs and cache keys are those of a serial run, bit for bit
 (`tests/test_pipeline.py`). `clock.py` counts what each stage cost.
 """
 
 from __future__ import annotations
 
-import copy
-from dataclasses import asdict, dataclass, field, replace
-from typing import Callable
+from dataclasses import asdict, replace
+from pathlib import Path
 
 import numpy as np
 import torch
 from torch import Tensor, nn
-from torch.nn import functional as F
 
+from ..configs.red import RedConfig
 from ..core.runtime import seed_everything
+from ..core.stacked import fit_stacked
 from ..core.store import Store
-from ..core.stacked import LogitsFn, fit_stacked
 from ..core.train import TrainConfig, evaluate_loss, fit
-from ..models.combiners import ResidualMixture
-from ..models.experts import ScaledExpert
-from ..models.routers import Router
 from ..speed import kernels, parallel
 from .encoders import Encoder
-from .types import PIPELINE_VERSION, STAGE_KINDS, Base, Job, Joint, RedConfig, TaskData, ce, moe_gate_loss
+from .jobs import JOBS, SPECS, STACKED, WHAT, Spec
+from .types import PIPELINE_VERSION, STAGE_KINDS, Base, Job, TaskData, base_rows, ce
 
 __all__ = ["Stages", "JOBS", "STACKED", "STAGE_KINDS", "PIPELINE_VERSION"]
-
-
-@dataclass
-class Spec:
-    """A small stage before it trains: its kind, label, fresh module, loss, targets per split, the rows it trains
-    on (None: all), what its cache key adds, and (for the kinds that train stacked) its answer logits(m, h), whose
-    cross-entropy is its loss."""
-
-    name: str
-    label: str
-    model: nn.Module
-    loss: Callable
-    targets: dict[str, Tensor]
-    sel: dict[str, Tensor] | None = None
-    extra: dict = field(default_factory=dict)
-    logits: LogitsFn | None = None
 
 
 def _fit_meta(res) -> dict:
     # every epoch's validation loss too: what a selection that stops its tries early would have seen
     return {"best_epoch": res.best_epoch, "epochs_run": len(res.history), "cap": res.cap,
             "stopped_early": res.stopped_early, "val_losses": [h["val_loss"] for h in res.history]}
-
-
-class _Probe(Exception):
-    """Raised instead of training while `Stages.cached` asks whether a job's entry exists."""
-
-    def __init__(self, path):
-        self.path = path
 
 
 class Stages:
@@ -82,7 +56,6 @@ class Stages:
         self.head: nn.Linear | None = None  # W_c, set by `base`
         self.feats: dict[str, Tensor] = {}  # split -> (N, d), set by `features`
         self.done: dict[Job, nn.Module] = {}  # jobs got so far
-        self.probing = False
         self.stacked: set[str] = set()  # the kinds whose stack this object has trained or found cached
 
     def kind(self, name: str) -> str:
@@ -140,7 +113,7 @@ class Stages:
         model, val = Base(enc, head), _distinct_val(data, enc)
 
         def train(_: nn.Module) -> dict:
-            pick = cfg.base_rows(data.labels["train"], self.seed)
+            pick = base_rows(cfg, data.labels["train"], self.seed)
             res = fit(model, ce, (data.ids["train"][pick], data.labels["train"][pick]), val, tc)
             return {**_fit_meta(res), "val_loss": res.best_val_loss}  # the kept state's: stage 1's rate is chosen on it
 
@@ -167,12 +140,18 @@ class Stages:
         """Train a small module on features (the rows `sel` of each split, or all) unless cached; then freeze it."""
         return self.train_spec(Spec(name, label, model, loss, targets, sel, extra))
 
-    def _settings(self, spec: Spec) -> tuple[TrainConfig, dict]:
-        """A small stage's fit settings and cache key."""
-        tc = self._capped(spec.name, self.cfg.fit_config(self.seed, spec.label, self.lr(spec.name)))
+    def _settings(self, name: str, label: str, extra: dict) -> tuple[TrainConfig, dict]:
+        """A small stage's fit settings and cache key, from its kind, label and what its key adds (`WHAT`)."""
+        tc = self._capped(name, self.cfg.fit_config(self.seed, label, self.lr(name)))
         # the thread count is in the key: another count can split a sum differently, so it trains other bits
-        key = {**self.key, "module": spec.label, "train2": asdict(tc), "threads": parallel.STAGE_THREADS, **spec.extra}
-        return tc, key | ({"fit": "stacked"} if spec.name in STACKED else {})
+        key = {**self.key, "module": label, "train2": asdict(tc), "threads": parallel.STAGE_THREADS, **extra}
+        return tc, key | ({"fit": "stacked"} if name in STACKED else {})
+
+    def job_path(self, job: Job) -> Path:
+        """Where a job's cache entry lives, from its key function (`WHAT`): no module is built and nothing trains."""
+        name, i = job
+        label, extra = WHAT[name](self, *(() if i is None else (i,)))
+        return self.store.path(self.kind(name), self._settings(name, label, extra)[1])
 
     def _rows(self, spec: Spec, split: str) -> tuple[Tensor, Tensor]:
         """A stage's (features, targets) in `split`: the rows `spec.sel` picks, or all."""
@@ -181,9 +160,7 @@ class Stages:
 
     def train_spec(self, spec: Spec) -> nn.Module:
         """Train a small stage unless cached (its kind's stack first, if its kind trains stacked); then freeze it."""
-        tc, key = self._settings(spec)
-        if self.probing:
-            raise _Probe(self.store.path(self.kind(spec.name), key))
+        tc, key = self._settings(spec.name, spec.label, spec.extra)
         val = self._rows(spec, "val")
 
         def run(m: nn.Module) -> dict:  # train's rows are gathered only when the stage trains (a load needs none)
@@ -206,7 +183,7 @@ class Stages:
             return
         self.stacked.add(name)
         specs = [SPECS[name](self, i) for i in range(self.data.n_domains)]
-        todo = [(spec, *self._settings(spec)) for spec in specs]
+        todo = [(spec, *self._settings(spec.name, spec.label, spec.extra)) for spec in specs]
         todo = [t for t in todo if not self.store.path(self.kind(name), t[2]).exists()]
         if not todo:
             return
@@ -229,22 +206,13 @@ class Stages:
         self.curves.append(list(meta.get("val_losses", [])))
 
     def cached(self, job: Job) -> bool:
-        """Whether the job's cache entry exists (nothing is trained to find out)."""
-        self.probing = True
-        try:
-            self._run(job)
-        except _Probe as probe:
-            return probe.path.exists()
-        finally:
-            self.probing = False
-        raise AssertionError(f"job {job} trains nothing")
+        """Whether the job's cache entry exists (nothing is built or trained to find out)."""
+        return self.job_path(job).exists()
 
     def get(self, job: Job) -> nn.Module:
         """A small stage's trained module (loaded when cached, or trained by a worker beforehand), once per seed."""
-        if self.probing and job not in self.done:
-            return nn.Module()  # a stand-in input: a job's cache key never depends on its inputs' weights
         if job not in self.done:
-            if job[0] in STACKED and not self.probing:
+            if job[0] in STACKED:
                 self.stack(job[0])
             self.done[job] = self._run(job)
         return self.done[job]
@@ -291,124 +259,3 @@ def _distinct_val(data: TaskData, enc: Encoder) -> tuple[Tensor, Tensor]:
     val_ids, val_labels = torch.as_tensor(val_ids), data.labels["val"][first]
     order = enc.length_order(val_ids)
     return val_ids[order], val_labels[order]
-
-
-# ---- the small stages, as jobs: each seeds itself, so it trains the same in any process and order ----
-
-def expert_spec(st: Stages, i: int) -> Spec:
-    """Stage 2's classifier expert E_i of domain i, trained alone on its domain."""
-    cfg = st.cfg
-    seed_everything(st.seed * 100 + i)
-    return Spec("expert", f"expert {st.tag(i)}", cfg.expert(st.dim, st.data.n_classes), ce, st.data.labels,
-                st.domain_rows(i), {"hidden": cfg.expert_hidden}, lambda m, h: m(h))
-
-
-def residual_spec(st: Stages, i: int) -> Spec:
-    """Stage 2's RED residual of domain i: Delta h_i trained alone on its domain through the frozen W_c."""
-    head = st.head
-
-    def logits(m: nn.Module, h: Tensor) -> Tensor:
-        return head(h + m(h))  # W_c (h + Delta h_i)
-
-    seed_everything(st.seed * 100 + i)
-    return Spec("residual", f"residual {st.tag(i)}", st.cfg.residual(st.dim), _ce_of(logits), st.data.labels,
-                st.domain_rows(i), {"rank": st.cfg.rank(st.dim)}, logits)
-
-
-def code_spec(st: Stages, i: int) -> Spec:
-    """Stage 2's released-code expert of domain i: logits W_c h + s B_i A_i h, trained alone on its domain."""
-    cfg, head = st.cfg, st.head
-
-    def logits(m: nn.Module, h: Tensor) -> Tensor:
-        return head(h) + cfg.code_scale * m(h)  # W_c h + s B_i A_i h
-
-    seed_everything(st.seed * 100 + i)
-    return Spec("code", f"code {st.tag(i)}", cfg.code_expert(st.dim, st.data.n_classes), _ce_of(logits),
-                st.data.labels, st.domain_rows(i), {"rank": cfg.rank(st.dim), "scale": cfg.code_scale}, logits)
-
-
-def _ce_of(logits: LogitsFn):
-    """The loss cross-entropy(logits(m, h), y) on a batch (h, y)."""
-    return lambda m, b: F.cross_entropy(logits(m, b[0]), b[1])
-
-
-# the stage-2 kinds whose experts (one per domain, same shapes, disjoint data) train as one stack, each a Spec
-SPECS: dict[str, Callable[[Stages, int], Spec]] = {"expert": expert_spec, "residual": residual_spec, "code": code_spec}
-STACKED = tuple(SPECS)
-
-
-def expert(st: Stages, i: int) -> nn.Module:
-    """Stage 2's classifier expert E_i (trained in its kind's stack unless cached)."""
-    return st.train_spec(expert_spec(st, i))
-
-
-def residual(st: Stages, i: int) -> nn.Module:
-    """Stage 2's RED residual Delta h_i (trained in its kind's stack unless cached)."""
-    return st.train_spec(residual_spec(st, i))
-
-
-def code(st: Stages, i: int) -> nn.Module:
-    """Stage 2's released-code expert B_i A_i (trained in its kind's stack unless cached)."""
-    return st.train_spec(code_spec(st, i))
-
-
-def router(st: Stages, domains: int | None = None) -> Router:
-    """Stage 3's router on the domain labels; with `domains` = k, a router over the first k domains only, trained
-    on their samples (a system deployed before the later domains' experts existed)."""
-    cfg, K = st.cfg, st.data.n_domains
-    seed_everything(st.seed)
-    loss = lambda m, b: F.cross_entropy(m.logits(b[0]), b[1])  # noqa: E731
-    if domains is None or domains == K:
-        return st.train("router", "router", cfg.router(st.dim, K), loss, st.data.domains, hidden=cfg.router_hidden)
-    sel = {k: st.data.domains[k] < domains for k in ("train", "val")}
-    return st.train("router", f"router over {domains} domains", cfg.router(st.dim, domains), loss, st.data.domains,
-                    sel, hidden=cfg.router_hidden, domains=domains)
-
-
-def joint(st: Stages) -> Joint:
-    """Stage 4: copies of the residuals and the router tuned together on the answer loss."""
-    K, cfg = st.data.n_domains, st.cfg
-    residuals = [copy.deepcopy(st.get(("residual", i))).requires_grad_(True) for i in range(K)]
-    router_ = copy.deepcopy(st.get(("router", None))).requires_grad_(True)
-    # a router of another width fails to load from the cache and is retrained
-    return st.train("joint", "joint stage 4", Joint(ResidualMixture(residuals, st.head), router_), ce, st.data.labels,
-                    rank=cfg.rank(st.dim), from_router=True, inputs_lr=st.inputs_lr("residual", "router"))
-
-
-def _moe_gate(st: Stages, kind: str, label: str, members: list[nn.Module], **extra) -> Router:
-    """A softmax gate over frozen experts, trained on the mixture's answer loss (`moe_gate_loss`)."""
-    labels, feats = st.data.labels, st.feats
-    true = {}  # probing: the key does not depend on the members' outputs
-    if not st.probing:  # log softmax(member(h))_y of each frozen expert at the true class, (N, K): all the loss needs
-        with torch.no_grad():
-            true = {k: torch.stack([m(feats[k]).log_softmax(-1).gather(1, labels[k][:, None].to(feats[k].device))[:, 0]
-                                    for m in members], 1) for k in ("train", "val")}
-    seed_everything(st.seed)
-    return st.train(kind, label, st.cfg.router(st.dim, st.data.n_domains), moe_gate_loss, true, **extra)
-
-
-def gate(st: Stages) -> Router:
-    """Stage 3's softmax-MoE gate over the classifier experts (the paper's 4.3.4)."""
-    experts = [st.get(("expert", i)) for i in range(st.data.n_domains)]
-    return _moe_gate(st, "gate", "moe gate", experts, hidden=st.cfg.router_hidden, experts_hidden=st.cfg.expert_hidden,
-                     inputs_lr=st.inputs_lr("expert"))
-
-
-def code_gate(st: Stages) -> Router:
-    """The released code's MoE: a gate over its logit experts' own answers s B_i A_i h (without W_c h)."""
-    cfg = st.cfg
-    scaled = [ScaledExpert(st.get(("code", i)), cfg.code_scale) for i in range(st.data.n_domains)]
-    return _moe_gate(st, "code_gate", "code moe gate", scaled, hidden=cfg.router_hidden, rank=cfg.rank(st.dim),
-                     scale=cfg.code_scale, inputs_lr=st.inputs_lr("code"))
-
-
-def head_all(st: Stages) -> nn.Linear:
-    """A global head W: d -> C trained on all of train (stage 1's head saw a fraction)."""
-    seed_everything(st.seed)
-    return st.train("head_all", "global head all train", nn.Linear(st.dim, st.data.n_classes), ce, st.data.labels)
-
-
-# every job's function, by the job's name (a stage kind of STAGE_KINDS)
-JOBS: dict[str, Callable[..., nn.Module]] = {"expert": expert, "residual": residual, "code": code, "router": router,
-                                              "joint": joint, "gate": gate, "code_gate": code_gate,
-                                              "head_all": head_all}

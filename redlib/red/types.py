@@ -1,28 +1,25 @@
-"""The RED pipeline's shared types: its config, the data a task hands it, the run record, the modules and losses
-its stages train (what `pipeline.py`, `stages.py` and `selection.py` all speak).
+"""The RED pipeline's shared types: the data a task hands it, the run record, the modules its config sizes and the
+losses its stages train (what `pipeline.py`, `stages.py` and `selection.py` all speak; the config: `configs/red.py`).
 
 With h = h(x) in R^d the encoder's features, C classes and K domains, see `pipeline.py` for the stages.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from typing import ClassVar
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor, nn
 from torch.nn import functional as F
 
-from ..core.config import MAX_EPOCHS, MAX_WIDTH, ExperimentConfig, ParameterError, param
+from ..configs.red import RedConfig
 from ..core.runtime import generator
-from ..core.train import TrainConfig
 from ..models.combiners import ResidualMixture
 from ..models.experts import HeadExpert, LowRankLogits, LowRankResidual
 from ..models.routers import Router
 from .encoders import Encoder
 
 SPLITS = ("train", "val", "test")
-MAX_LR_STEPS = 4  # head_lr_extend's bound: 3e-3 -> 1e-2 -> 3e-2 -> 1e-1 -> 3e-1 (rates stay <= 1)
 # bump when a stage's training code changes, so old cache entries are not reused (2: text batches cut to their
 # longest text, small stages on STAGE_THREADS)
 PIPELINE_VERSION = 2
@@ -77,119 +74,32 @@ def moe_gate_loss(gate: Router, batch) -> Tensor:
     return -(gate.logits(h).log_softmax(-1) + log_p_true).logsumexp(1).mean()
 
 
-@dataclass
-class RedConfig(ExperimentConfig):
-    """The RED pipeline's knobs, the paper's values as defaults; a task's config adds its data's."""
-
-    lr: float = param(1e-4, 'AdamW learning rate of stage 1 with head_lr_grid "none" (the paper: 1e-4)')
-    max_epochs: int | None = param(None, "first epoch cap of the experts, residuals, routers and heads (the paper: 60; "
-                                         "with double_cap a cap never decides)")
-    patience: int | None = param(10, "early-stopping patience in epochs of every stage (the paper: 3; our guard: 10)")
-    double_cap: bool | None = param(None, "the convergence rule: a stage that reaches its epoch cap without early "
-                                          "stopping trains on with the cap doubled (as a re-run with the doubled cap "
-                                          "would), until patience stops it")
-    backbone_fraction: float = param(0.1, "share of train used for the backbone stage (the finalized setup: 10%)")
-    backbone_epochs: int | None = param(None, "cap for stage 1 (the paper: 60)")
-    backbone_patience: int | None = param(None, "early-stopping patience of stage 1 (the paper: 3): enough that a "
-                                                "plateau does not end it")
-    head_lr: float = param(1e-4, 'AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: '
-                                 "1e-4)")
-    head_lr_grid: str = param("none", "\"none\" (the protocol: lr for stage 1, head_lr for the rest, the paper's); "
-                                      "or an extension: each stage kind's lr, stage 1 included, chosen on validation "
-                                      "loss from these rates")
-    head_lr_extend: int = param(2, "a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 "
-                                   "series), at most this many times (0: the grid only)")
-    lr_rung: int | None = param(0, "successive halving of the grid: every try first trains this many epochs, then "
-                                      "only each kind's lr_keep rates with the lowest validation loss go on to the "
-                                      "end (0: every try runs to the end, the full grid)")
-    lr_keep: int = param(2, "rates of each stage kind that go on after the rung (with lr_rung > 0)")
-    expert_hidden: int = param(0, "hidden width of the classifier experts (0: the paper's linear expert d -> C)")
-    router_hidden: int = param(256, "hidden width of the two-layer router (the paper: 256)")
-    rank_divisor: int = param(4, "the residual rank is d / rank_divisor (the paper: d/4)")
-    code_scale: float = param(0.1, "the released code's scale on the routed expert logits")
-
-    def check(self) -> None:
-        super().check()
-        optional = [n for n in ("backbone_patience",) if getattr(self, n) is not None]  # None: `patience`
-        self.require_positive("backbone_epochs", "rank_divisor", "lr_keep", *optional)
-        if self.lr_rung is not None and not 0 <= self.lr_rung <= MAX_EPOCHS:
-            raise ParameterError(f"parameter 'lr_rung' must be in [0, {MAX_EPOCHS}] (0: the full grid), got {self.lr_rung}")
-        self.require_at_most(MAX_EPOCHS, "backbone_epochs", *optional)
-        self.require_at_most(MAX_WIDTH, "expert_hidden", "router_hidden", "rank_divisor")
-        self.require_finite("head_lr", "code_scale")
-        self.lr_grid()
-        if not 0 <= self.head_lr_extend <= MAX_LR_STEPS:
-            raise ParameterError(f"parameter 'head_lr_extend' must be in [0, {MAX_LR_STEPS}], got {self.head_lr_extend}")
-        if not 0 < self.backbone_fraction <= 1:
-            raise ParameterError(f"parameter 'backbone_fraction' must be in (0, 1], got {self.backbone_fraction}")
-        if self.expert_hidden < 0 or self.router_hidden < 1:
-            raise ParameterError(f"parameters 'expert_hidden' (0: a linear expert) must be >= 0 and 'router_hidden' >= 1, "
-                                 f"got {self.expert_hidden} and {self.router_hidden}")
-
-    def lr_grid(self) -> list[float]:
-        """The learning rates each stage kind is tried at ([]: "none", stage 1 at `lr` and the rest at `head_lr`)."""
-        text = str(self.head_lr_grid).strip()
-        if text == "none":
-            return []
-        try:
-            grid = [float(v) for v in text.split(",")]
-        except ValueError:
-            grid = []
-        if not grid or len(grid) > 8 or len(set(grid)) < len(grid) or not all(0 < v <= 1 for v in grid):
-            raise ParameterError(f"parameter 'head_lr_grid' must be 'none' or 1 to 8 distinct comma-separated learning "
-                                 f"rates in (0, 1], e.g. '0.0001,0.001', got {self.head_lr_grid!r}")
-        return grid
-
-    # the released code's MoE over its residual-trained logit experts, as an extra stage (the MNIST page's)
-    CODE_MOE: ClassVar[bool] = False
-
-    def fit_config(self, seed: int, desc: str, lr: float | None = None, max_epochs: int | None = None) -> TrainConfig:
-        """A stage's fit settings, under the convergence rule when `double_cap`."""
-        return replace(super().fit_config(seed, desc, lr, max_epochs), double_cap=bool(self.double_cap))
-
-    def stage1_config(self, seed: int, lr: float) -> TrainConfig:
-        """Stage 1's fit settings: the shared knobs at `lr`, capped at `backbone_epochs`, with `backbone_patience`."""
-        tc = self.fit_config(seed, "stage 1: encoder top + head", lr, self.backbone_epochs)
-        return replace(tc, patience=self.backbone_patience or self.patience)
-
-    def base_rows(self, labels: Tensor, seed: int) -> Tensor:
-        """Rows of train that stage 1 trains on: a random `backbone_fraction` of them (the paper's 10%)."""
-        return subsample(len(labels), self.backbone_fraction, seed)
-
-    def rank(self, d: int) -> int:
-        """The residual rank r = d / rank_divisor (at least 1)."""
-        return max(1, d // self.rank_divisor)
-
-    def residual(self, d: int) -> LowRankResidual:
-        """One RED expert Delta h = V sigma(U h), d -> r -> d."""
-        return LowRankResidual(d, self.rank(d))
-
-    def expert(self, d: int, n_classes: int) -> HeadExpert:
-        """One classifier expert E_i: d -> C."""
-        return HeadExpert(d, n_classes, self.expert_hidden)
-
-    def code_expert(self, d: int, n_classes: int) -> LowRankLogits:
-        """One released-code expert B A h: d -> r -> C."""
-        return LowRankLogits(d, self.rank(d), n_classes)
-
-    def router(self, d: int, n_domains: int) -> Router:
-        """The two-layer router: d -> hidden -> K."""
-        return Router(d, n_domains, self.router_hidden)
+def base_rows(cfg: RedConfig, labels: Tensor, seed: int) -> Tensor:
+    """Rows of train that stage 1 trains on: `backbone_fraction` of them, drawn at random (the paper's 10%) or with
+    as many of each class where the config asks (`BALANCED_BASE`, the research code's MNIST base)."""
+    if cfg.BALANCED_BASE:
+        return balanced_subsample(labels, cfg.backbone_fraction, seed)
+    return subsample(len(labels), cfg.backbone_fraction, seed)
 
 
-def protocol_words(cfg: RedConfig) -> str:
-    """How a page's stages trained, in words, from its resolved parameters (the page's protocol sentence)."""
-    rates = (f"AdamW at lr {cfg.lr:g}" + ("" if cfg.head_lr == cfg.lr else f" (stage 1), {cfg.head_lr:g} (the rest)")
-             if not cfg.lr_grid() else f"each stage kind at the rate chosen on validation loss from {cfg.head_lr_grid}")
-    experts = ("linear classifier experts" if not cfg.expert_hidden
-               else f"classifier experts with a hidden layer of {cfg.expert_hidden}")
-    s1_patience = cfg.backbone_patience or cfg.patience
-    patience = (f"patience {cfg.patience}" if s1_patience == cfg.patience
-                else f"patience {s1_patience} (stage 1), {cfg.patience} (the rest)")
-    caps = (f"a first cap of {cfg.backbone_epochs} epochs (stage 1) and {cfg.max_epochs} (the rest), doubled while a "
-            "stage still improves at it, so that patience ends every stage" if cfg.double_cap
-            else f"caps of {cfg.backbone_epochs} epochs (stage 1) and {cfg.max_epochs} (the rest)")
-    return f"{rates}, virtual batch {cfg.virtual_batch}, {experts}, {patience}, {caps}"
+def residual_module(cfg: RedConfig, d: int) -> LowRankResidual:
+    """One RED expert Delta h = V sigma(U h), d -> r -> d."""
+    return LowRankResidual(d, cfg.rank(d))
+
+
+def expert_module(cfg: RedConfig, d: int, n_classes: int) -> HeadExpert:
+    """One classifier expert E_i: d -> C (linear, or with a hidden layer of `expert_hidden`)."""
+    return HeadExpert(d, n_classes, cfg.expert_hidden)
+
+
+def code_module(cfg: RedConfig, d: int, n_classes: int) -> LowRankLogits:
+    """One released-code expert B A h: d -> r -> C."""
+    return LowRankLogits(d, cfg.rank(d), n_classes)
+
+
+def router_module(cfg: RedConfig, d: int, n_domains: int) -> Router:
+    """The two-layer router: d -> hidden -> K."""
+    return Router(d, n_domains, cfg.router_hidden)
 
 
 @dataclass

@@ -27,7 +27,7 @@ from tqdm import tqdm
 
 from . import kernels
 from ..core.store import Store
-from ..core.train import progress_enabled
+from ..core.settings import progress_enabled
 
 DEFAULT_WORKERS = 2
 MAX_WORKERS = 16  # each worker holds a copy of a page's model and data (about 0.4 GB on the text pages)

@@ -12,14 +12,12 @@ from __future__ import annotations
 import hashlib
 import random
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 from torch import Tensor
 
 from ..core.config import ParameterError
-from ..core.runtime import not_a_folder, os_error_words, read_one_byte
-from ..models.backbone import EMBEDDED, embedded_path
+from ..models.folders import tokenizer_path
 from ..models.moe import PAD  # encoded batches pad with the models' padding id; token ids start at 1
 
 GENERATOR_VERSION = 1  # bump when a template or slot list changes, so cached stages trained on old texts are not reused
@@ -149,25 +147,6 @@ def generate(domain: str, n: int, seed: int, part: str = "train") -> list[str]:
     digest = hashlib.sha256(f"{GENERATOR_VERSION}|{domain}|{seed}|{part}".encode()).digest()
     rng = random.Random(int.from_bytes(digest[:8], "big"))
     return [_fill(rng.choice(TEMPLATES[domain]), rng) for _ in range(n)]
-
-
-def tokenizer_path(name: str) -> Path:
-    """'embedded' (the MiniLM backbone's own tokenizer) or a local tokenizer folder; one-line error otherwise."""
-    if name == EMBEDDED:
-        return embedded_path()
-    path = Path(name).expanduser()
-    if not path.is_dir():
-        raise ParameterError(f"tokenizer path {str(path)!r} {not_a_folder(path)}; pass 'embedded' or a local Hugging "
-                             "Face tokenizer folder (e.g. a downloaded gpt2)")
-    files = ("tokenizer.json", "vocab.json", "vocab.txt", "tokenizer.model")
-    try:
-        present = [path / f for f in files if (path / f).exists()]
-        if not present:
-            raise ParameterError(f"tokenizer path {str(path)!r} holds no tokenizer (needs one of {', '.join(files)})")
-        read_one_byte(present)
-    except OSError as err:
-        raise ParameterError(f"tokenizer path {str(path)!r} cannot be read ({os_error_words(err)})") from None
-    return path
 
 
 def load_tokenizer(name: str):

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from redlib.book.registry import BY_NAME, PAGES
-from redlib.core.runtime import project_root
+from redlib.core.paths import project_root
 
 WIDTH = 1400
 BOOK = Path(os.environ.get("REDLIB_BOOK_HTML", project_root() / "_build" / "smoke" / "_build" / "html")).resolve()

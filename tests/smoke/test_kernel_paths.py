@@ -11,7 +11,7 @@ import pytest
 
 from redlib.book.numbers import compare_page
 from redlib.speed import kernels
-from redlib.core.runtime import project_root
+from redlib.core.paths import project_root
 
 REFERENCE = project_root() / "tests" / "nbval" / "results"
 DEFAULT_RUN = project_root() / "results" / "smoke"

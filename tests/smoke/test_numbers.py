@@ -5,7 +5,7 @@ import pytest
 
 from redlib.book.numbers import TOLERANCE, compare_page
 from redlib.book.registry import NOTEBOOKS
-from redlib.core.runtime import project_root
+from redlib.core.paths import project_root
 
 REFERENCE = project_root() / "tests" / "nbval" / "results"
 RUN = project_root() / "results" / "smoke"

@@ -2,12 +2,13 @@
 
 x = (a/100, b/100) with a, b in [1, 100]; a prediction is correct when round(200 * y_hat) == a + b,
 i.e. when it is within half a unit of the true sum. Errors are reported in those units (|200 y_hat - (a+b)|).
+Its knobs: `configs/toy_experiments.py`.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, ClassVar
+from typing import Callable
 
 import pandas as pd
 import torch
@@ -15,7 +16,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from ..core import measure
-from ..core.config import MAX_WIDTH, ExperimentConfig, ParameterError, param
+from ..configs.toy_experiments import ToyConfig
 from ..core.metrics import per_group
 from ..core.runtime import derived_seed, generator, seed_everything
 from ..core.store import Store
@@ -31,33 +32,6 @@ STAGE_KINDS = {"linear_base": "toy: the shared linear base", "linear": "toy: lin
                "mlp": "toy: MLP experts", "residual_exact": "toy: residual experts on the exact base",
                "residual_learned": "toy: residual experts on a learned base"}
 WEIGHT_TOL = 0.01  # how far a linear expert's w1, w2, b may sit from [0.5, 0.5, 0] for toy.linear.weights
-
-
-@dataclass
-class ToyConfig(ExperimentConfig):
-    """Toy experiments A/B/C: linear, MLP and residual experts on five diagonal domains."""
-
-    device: str = param("cpu", "the toys are tiny: they always train on the CPU")
-    lr: float = param(1e-2, "AdamW learning rate")
-    weight_decay: float = param(0.0, "AdamW weight decay (0: decay would pull the weights off 0.5)")
-    patience: int | None = param(None, "early-stopping patience in epochs")
-    hidden: int = param(64, "width of the 2-hidden-layer MLP experts (the paper: 64)")
-    residual_scale: float = param(0.1, "residual experts are residual_scale * MLP(x) (the paper: 0.1)")
-    val_fraction: float = param(0.2, "share of each domain's points held out for early stopping")
-
-    NOTEBOOK: ClassVar[str] = "toy_experiments"
-    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"n_seeds": 2, "max_epochs": 100, "patience": 20},
-        "full": {"n_seeds": 5, "max_epochs": 3000, "patience": 300},
-    }
-
-    def check(self) -> None:
-        super().check()
-        self.require_positive("hidden")
-        self.require_at_most(MAX_WIDTH, "hidden")
-        self.require_finite("residual_scale")
-        if not 0 < self.val_fraction < 1:
-            raise ParameterError(f"parameter 'val_fraction' must be in (0, 1), got {self.val_fraction}")
 
 
 @dataclass(frozen=True)

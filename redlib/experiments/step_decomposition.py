@@ -6,19 +6,19 @@
   which number is step 1's left operand, which is each step's right operand and with which operator.
 - Executor: runs a program step by step, each step answered by the op experts under a routing method
   (RED, the softmax MoE, AllFix = equal weights), feeding x_s into the next step.
+
+Its knobs: `configs/step_decomposition.py`.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
 import torch
 
 from ..core import measure
-from ..core.config import MAX_EPOCHS, MAX_SAMPLES, MAX_WIDTH, ParameterError, param
 from ..core.metrics import accuracy, macro_f1
 from ..core.runtime import seed_everything
 from ..core.store import Store
@@ -26,14 +26,15 @@ from ..core.train import TrainConfig, fit
 from ..models.backbone import Backbone
 from ..models.tagger import TAGS, Tagger, predict_tags, tag_of, tagging_loss
 from ..red import methods
-from ..red.pipeline import RedConfig
 from ..red.types import STAGE_KINDS as RED_KINDS
 from ..red.selection import LrChoice
 from ..tasks.arithmetic import MIN_SUM
-from ..tasks.mixed import OPS, make_task2, step_pairs, step_text
+from ..tasks.mixed import OPS, step_text
+from ..tasks.mixed_data import make_task2, step_pairs
+from ..configs.ranges import Setting
+from ..configs.step_decomposition import DecompositionConfig
 from . import ranges
-from .ranges import Setting
-from .task2 import MixedTaskConfig, spec_for
+from .task2_mixed import spec_for
 
 NAMESPACE = "ops"
 # The cache kind of this page's own stage ("ops/<kind>"), and what it holds (the Speed page names it).
@@ -45,51 +46,11 @@ PAPER_KEYS = {"RED": "red", "softmax MoE": "moe", "AllFix (equal weights)": "all
 Program = tuple[list[int], str]  # operands in slot order, operators of steps 1..k
 
 
-@dataclass
-class DecompositionConfig(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
-    """Op experts on the shared backbone, the step decomposer, and program execution under three routings."""
+def stage1_data(cfg: DecompositionConfig, seed: int, setting: Setting) -> tuple[str, dict[str, pd.DataFrame], dict,
+                                                                           ranges.Domain]:
+    """Stage 1 here trains on the op experts' single steps (`_ops_data`), not on the programs."""
+    return (NAMESPACE, *_ops_data(cfg, seed, setting), OPS_DOMAIN)
 
-    step_mix: str = param("2:0.2,3:0.4,4:0.4", "share of programs per number of steps (the paper's decomposer data: "
-                                               "20/40/40%)")
-    op_samples: int | None = param(None, "single-step training samples per operation (the paper: 20k)")
-    tagger_hidden: int = param(128, "hidden width of the decomposer's bidirectional GRU")
-    tagger_lr: float = param(0.001, "AdamW learning rate of the decomposer")
-    tagger_epochs: int | None = param(None, "cap for the decomposer")
-    tagger_samples: int | None = param(None, "train expressions the decomposer learns from (val: an eighth)")
-    attribution: bool = param(True, "also run, on the first seed of the claims' setting, the 2x2 of stage 1 at 1e-3 or "
-                                    "1e-4 and every small stage at 1e-3 or 1e-4, each under the same convergence rule "
-                                    "(an extension: what moves execution)")
-
-    NOTEBOOK: ClassVar[str] = "step_decomposition"
-    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
-                  "backbone_patience": 3, "split_seeds": 1, "op_samples": 1000, "tagger_epochs": 3,
-                  "tagger_samples": 2000, "splits_reported": "iid,isolated", "digits_variant_on": "none",
-                  "stage1_paper_beside": False},
-        "full": {"double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
-                 "split_seeds": 1, "op_samples": 20_000, "tagger_epochs": 10,
-                 "tagger_samples": 4000, "splits_reported": "iid,isolated", "digits_variant_on": "none",
-                 "stage1_paper_beside": False},
-    }
-
-    def check(self) -> None:
-        super().check()
-        self.require_positive("tagger_hidden", "op_samples", "tagger_epochs", "tagger_samples")
-        self.require_at_most(MAX_WIDTH, "tagger_hidden")
-        self.require_at_most(MAX_EPOCHS, "tagger_epochs")
-        self.require_at_most(MAX_SAMPLES, "op_samples", "tagger_samples")
-        self.require_finite("tagger_lr")
-        if self.stage1_paper_beside:
-            raise ParameterError("parameter 'stage1_paper_beside' must be False on the step decomposition: its "
-                                 "attribution already runs stage 1 at two rates")
-
-    def data_words(self) -> str:
-        return (f"step mix `{self.step_mix}`, {self.op_samples} training steps per operation, the decomposer trained "
-                f"on {self.tagger_samples} expressions for up to {self.tagger_epochs} epochs")
-
-    def stage1_data(self, seed: int, setting: Setting) -> tuple[str, dict[str, pd.DataFrame], dict, ranges.Domain]:
-        """Stage 1 here trains on the op experts' single steps (`_ops_data`), not on the programs."""
-        return (NAMESPACE, *_ops_data(self, seed, setting), OPS_DOMAIN)
 
 def op_frames(cfg: DecompositionConfig, seed: int, number_format: str) -> dict[str, pd.DataFrame]:
     """Single-step samples per operation (train, val: drawn from every possible step) and every step once (test)."""

@@ -1,5 +1,5 @@
 """The robustness page's tables, claims and the values its conclusions paste in: accuracy lost to routing noise, the
-plug-in verdict, the ablations against the paper's numbers (the measurements themselves are `robustness.py`'s)."""
+plug-in verdict, the ablations against the paper's numbers (the measurements themselves are `robustness_and_cost.py`'s)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from ..core import measure
 from ..core.claims import load_claims, order_verdict, seed_list, seeds_words, small, verdict_keys
 from ..red import cost, methods, perturbation
 from . import range_tables
-from .robustness import ROUTED, RobustnessConfig
+from .robustness_and_cost import ROUTED
+from ..configs.robustness_and_cost import RobustnessConfig
 
 
 def rank_table(rank: pd.DataFrame) -> pd.DataFrame:

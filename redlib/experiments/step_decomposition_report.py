@@ -11,7 +11,8 @@ import pandas as pd
 
 from ..core.claims import listing, load_claims, verdict_keys
 from . import range_tables
-from .decomposition import PAPER_KEYS, DecompositionConfig, execution_table
+from .step_decomposition import PAPER_KEYS, execution_table
+from ..configs.step_decomposition import DecompositionConfig
 
 METHODS = ("RED", "softmax MoE")
 

@@ -1,4 +1,5 @@
-"""Arithmetic Task 2 (mixed addition and subtraction) end to end on the RED pipeline (paper section 4.7).
+"""Arithmetic Task 2 (mixed addition and subtraction) end to end on the RED pipeline (paper section 4.7); its knobs:
+`configs/task2_mixed.py`.
 
 The same range experts, routers and baselines as Task 1 (`ranges.py`), on expressions of one to four
 operations; scores are also broken down by the number of operations and by phrasing.
@@ -6,90 +7,25 @@ operations; scores are also broken down by the number of operations and by phras
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from dataclasses import asdict
 
 import pandas as pd
 
 from ..core.claims import VALUE_TOL, listing, load_claims, ranking, verdict_keys
-from ..core.config import ParameterError, param
 from ..red import selection
-from ..red.types import protocol_words
-from ..red.pipeline import RedConfig
+from ..configs.red import protocol_words
+from ..configs.task2_mixed import MixedTaskConfig, Task2Config
 from ..tasks.arithmetic import RANGE_NAMES
-from ..tasks.mixed import MAX_STEPS, PHRASINGS, Task2Spec, make_task2, parse_mix
+from ..tasks.mixed import MAX_STEPS, PHRASINGS, Task2Spec
+from ..tasks.mixed_data import make_task2
 from . import range_tables, ranges
-from .ranges import METHOD_KEYS, ORDER, STAGE1_PAPER, Setting
+from ..configs.ranges import STAGE1_PAPER, Setting
+from .ranges import METHOD_KEYS, ORDER
 
-NAMESPACE = "task2"
-
-
-@dataclass
-class MixedTaskConfig:
-    """The fields every page on mixed expressions adds: the share of each number of operations and the phrasings (a
-    group composed before `RangeTaskConfig`, as `class Task2Config(MixedTaskConfig, RangeTaskConfig, RedConfig)`)."""
-
-    step_mix: str = param("1:0.8,2:0.2", "share of expressions per number of operations (the paper's results: about "
-                                         "80% single-operation)")
-    n_phrasings: int = param(len(PHRASINGS), 'phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you '
-                                             'subtract b from a ..."')
-
-    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = ranges.range_choices(("iid", "isolated"))
-
-    def check(self) -> None:
-        super().check()
-        check_mix(self, "step_mix")
-        if not 1 <= self.n_phrasings <= len(PHRASINGS):
-            raise ParameterError(f"parameter 'n_phrasings' must be in [1, {len(PHRASINGS)}], got {self.n_phrasings}")
-
-    def data_words(self) -> str:
-        return f"step mix `{self.step_mix}`"
-
-
-@dataclass
-class Task2Config(MixedTaskConfig, ranges.RangeTaskConfig, RedConfig):
-    """Arithmetic Task 2 (mixed): range experts, routers, RED and the four baselines on expressions."""
-
-    mix_variant: str = param("1:0.5,2:0.5", "also run the claims' split with this step mix, on the first "
-                                            "extension_seeds seeds, as an extension (\"none\": not run)")
-
-    NOTEBOOK: ClassVar[str] = "task2_mixed"
-    NAMESPACE: ClassVar[str] = NAMESPACE
-    CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
-    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
-                  "backbone_patience": 3, "split_seeds": 1, "splits_reported": "iid,isolated",
-                  "digits_variant_on": "none", "stage1_paper_beside": False},
-        "full": {"double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
-                 "split_seeds": 1, "splits_reported": "iid,isolated",
-                 "digits_variant_on": "none", "stage1_paper_beside": False},
-    }
-
-    def check(self) -> None:
-        super().check()
-        if self.mix_variant != "none":
-            check_mix(self, "mix_variant")
-
-    @property
-    def settings(self) -> list[Setting]:
-        """The range task's settings, then the claims' split under the `mix_variant` step mix (an extension)."""
-        main = super().settings
-        if self.mix_variant == "none" or parse_mix(self.mix_variant) == parse_mix(self.step_mix):
-            return main
-        return [*main, Setting(main[0].split, main[0].number_format, mix=self.mix_variant)]
-
-    def frames(self, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
-        """Task 2's sample frames for one seed and setting, and what determined them (part of every cache key)."""
-        spec = spec_for(self, seed, setting)
-        return make_task2(spec), {"spec": asdict(spec)}
-
-
-def check_mix(cfg: MixedTaskConfig, name: str) -> None:
-    """A one-line ParameterError when the step-mix parameter `name` does not parse."""
-    try:
-        parse_mix(getattr(cfg, name))
-    except ValueError as err:
-        raise ParameterError(f"parameter {name!r}: {err}") from None
+def frames(cfg: Task2Config, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
+    """Task 2's sample frames for one seed and setting, and what determined them (part of every cache key)."""
+    spec = spec_for(cfg, seed, setting)
+    return make_task2(spec), {"spec": asdict(spec)}
 
 
 def spec_for(cfg: MixedTaskConfig, seed: int, setting: Setting) -> Task2Spec:

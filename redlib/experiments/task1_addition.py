@@ -1,4 +1,5 @@
-"""Arithmetic Task 1 (addition) on the RED pipeline: its config, its data, its own tables and its claims.
+"""Arithmetic Task 1 (addition) on the RED pipeline: its data, its own tables and its claims (its knobs:
+`configs/task1_addition.py`).
 
 The task hands the pipeline the distinct questions as items (a backbone over them is the encoder) and,
 per split, each sample's question id, answer class (sum - 2) and range R1-R5 as its domain; runs,
@@ -7,36 +8,24 @@ scores and the per-method claims are the range tasks' (`ranges.py`).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any, ClassVar
+from dataclasses import asdict
 
 import numpy as np
 import pandas as pd
 
 from ..core import measure
 from ..core.claims import CEILING, VALUE_TOL, listing, load_claims, ranking, verdict_keys
-from ..core.config import ParameterError, param
 from ..models.backbone import Backbone
 from ..red.cost import parameter_cost
 from ..red import selection
-from ..red.types import protocol_words
-from ..red.pipeline import RedConfig
-from ..tasks.arithmetic import (
-    DATA_SOURCES,
-    MAX_SUM,
-    N_CLASSES,
-    NUMBER_FORMATS,
-    RANGE_NAMES,
-    TEMPLATES,
-    VAL_SHARE,
-    Task1Spec,
-    format_numbers,
-    make_task1,
-)
+from ..configs.ranges import SPLIT_LABELS, STAGE1_PAPER, Setting
+from ..configs.red import protocol_words
+from ..configs.task1_addition import Task1Config
+from ..tasks.arithmetic import N_CLASSES, NUMBER_FORMATS, RANGE_NAMES, TEMPLATES, Task1Spec, format_numbers
+from ..tasks.arithmetic_data import make_task1
 from . import range_tables, ranges
-from .ranges import METHOD_KEYS, NEAR, NOT_DEPLOYABLE, ORDER, SPLIT_LABELS, STAGE1_PAPER, Setting
+from .ranges import METHOD_KEYS, NEAR, NOT_DEPLOYABLE, ORDER
 
-NAMESPACE = "task1"
 # The paper's case study (section 4.11, from ../shared/paper/results_4.6-4.12_digest.md): each query with the
 # routing weights over R1-R5 and the answer the paper reports for its RED model (the paper's numbers, not ours).
 PAPER_CASES = {
@@ -49,50 +38,10 @@ QUERIES = list(PAPER_CASES)
 COST_QUESTION = TEMPLATES[0].format(a=47, b=38)  # the question router compute is counted on: two two-digit operands
 
 
-@dataclass
-class Task1Config(ranges.RangeTaskConfig, RedConfig):
-    """Arithmetic Task 1 (addition): backbone stage, range experts, routers, RED and the four baselines."""
-
-    data_source: str = param("text", "\"text\" (the paper's: a, b uniform) or \"released\" (the authors' generator: "
-                                     "sum uniform over 2..99)")
-    pairs_test_share: float = param(0.2, "share of the distinct operand pairs held out for test on the pairs split "
-                                         "(val: 10%)")
-    operand_min: int = param(1, "operands a, b in [operand_min, operand_max] (the paper: [1,50], once [2,50])")
-    operand_max: int = param(50, "(the paper: 50)")
-    n_templates: int = param(1, 'question templates used (1: "What is a plus b?" only; up to 5 paraphrases)')
-
-    NOTEBOOK: ClassVar[str] = "task1_addition"
-    NAMESPACE: ClassVar[str] = NAMESPACE
-    CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
-    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**ranges.range_choices(("iid", "pairs")), "data_source": DATA_SOURCES}
-    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
-                  "backbone_patience": 3, "split_seeds": 1, "splits_reported": "iid,pairs",
-                  "digits_variant_on": "pairs", "stage1_paper_beside": False},
-        "full": {"double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
-                 "split_seeds": 3, "splits_reported": "iid,pairs",
-                 "digits_variant_on": "pairs", "stage1_paper_beside": False},
-    }
-
-    def check(self) -> None:
-        super().check()
-        self.require_positive("n_templates")
-        if not 1 <= self.operand_min <= self.operand_max or 2 * self.operand_max > MAX_SUM:
-            raise ParameterError(f"operands must satisfy 1 <= operand_min <= operand_max <= {MAX_SUM // 2} (sums up to "
-                                 f"{MAX_SUM}), got [{self.operand_min}, {self.operand_max}]")
-        if self.n_templates > len(TEMPLATES):
-            raise ParameterError(f"parameter 'n_templates' must be in [1, {len(TEMPLATES)}], got {self.n_templates}")
-        if not 0 < self.pairs_test_share <= 1 - 2 * VAL_SHARE:
-            raise ParameterError(f"parameter 'pairs_test_share' must be in (0, {1 - 2 * VAL_SHARE:g}], "
-                                 f"got {self.pairs_test_share}")
-
-    def data_words(self) -> str:
-        return f"data source `{self.data_source}`"
-
-    def frames(self, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
-        """Task 1's sample frames for one seed and setting, and what determined them (part of every cache key)."""
-        spec = spec_for(self, seed, setting)
-        return make_task1(spec), {"spec": asdict(spec)}
+def frames(cfg: Task1Config, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
+    """Task 1's sample frames for one seed and setting, and what determined them (part of every cache key)."""
+    spec = spec_for(cfg, seed, setting)
+    return make_task1(spec), {"spec": asdict(spec)}
 
 
 def spec_for(cfg: Task1Config, seed: int, setting: Setting) -> Task1Spec:
@@ -181,8 +130,8 @@ def _measured(cfg: Task1Config, t: dict[str, pd.DataFrame], st: Setting) -> dict
 
 def seen_share(cfg: Task1Config, setting: Setting) -> float:
     """The share of test questions (first seed) whose text train also holds: what the test re-asks."""
-    frames = cfg.frames(cfg.seed, setting)[0]
-    return float(frames["test"]["text"].isin(set(frames["train"]["text"])).mean())
+    parts = frames(cfg, cfg.seed, setting)[0]
+    return float(parts["test"]["text"].isin(set(parts["train"]["text"])).mean())
 
 
 def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:

@@ -3,20 +3,20 @@
 Nothing here trains from scratch what a section's page trains: the runs of Task 1, Task 2 (the paper's iid
 protocol) and MNIST are the same pipeline calls with the same configs as their pages, so their stages load
 from the cache (and train, on a fresh machine). New are only the stages the studies need: residuals of other
-ranks, experts retrained with another seed, a router over the first domains.
+ranks, experts retrained with another seed, a router over the first domains. Its knobs:
+`configs/robustness_and_cost.py`.
 """
 
 from __future__ import annotations
 
 import copy
 from dataclasses import dataclass, replace
-from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 import torch
 
-from ..core.config import NotebookConfig, ParameterError, param
+from ..configs.robustness_and_cost import RobustnessConfig
 from ..core.metrics import accuracy
 from ..core.runtime import derived_seed
 from ..core.store import Store, state_equal
@@ -25,94 +25,12 @@ from ..red import methods, perturbation
 from ..red.encoders import Encoder
 from ..red.pipeline import RedConfig, RedRun, retrain_experts, retrain_residuals, router_over, run_red
 from ..red.selection import LrChoice
-from . import mnist, ranges, task1, task2
-from .ranges import Setting
+from . import mnist_label5, ranges
+from ..configs.ranges import Setting
 
 ROUTED = ("RED", "softmax MoE", "softmax MoE (RED's router)")  # methods whose gate the perturbations hit
 REFERENCE = ("uniform averaging", "global head")  # routing-free references
 TASKS = {"task1": "Task 1", "task2": "Task 2", "mnist": "MNIST"}
-
-
-def _numbers(name: str, text: str, low: float, high: float, kind: type = float) -> list:
-    try:
-        values = [kind(v) for v in text.split(",")]
-    except ValueError:
-        raise ParameterError(f"parameter {name!r} must be comma-separated numbers, got {text!r}") from None
-    if not values or any(not low <= v <= high for v in values):
-        raise ParameterError(f"parameter {name!r} takes numbers in [{low:g}, {high:g}], got {text!r}")
-    return sorted(set(values))
-
-
-@dataclass
-class RobustnessConfig(NotebookConfig):
-    """The robustness, modularity, ablation and cost page: which runs it reuses and what it sweeps."""
-
-    seed: int = param(0, "first seed; the runs of seed, ..., seed+n_seeds-1 of the Task 1, Task 2 and MNIST pages are "
-                         "reused")
-    n_seeds: int | None = param(None, "how many seeds of the source pages are reused")
-    train_seeds: int | None = param(None, "of those, how many the studies that train new stages use (replacement, "
-                                          "late expert, ranks)")
-    backbone: str = param("embedded", "the arithmetic pages' backbone (\"embedded\" or a local model folder, e.g. "
-                                      "Qwen3-0.6B)")
-    mnist_data_dir: str | None = param(None, "None: the embedded 5,000 digits; or the MNIST IDX folder the MNIST page "
-                                             "used")
-    noise_levels: str = param("0,0.25,0.5,1,2,4", "sd of the Gaussian noise on router logits, in units of each gate's "
-                                                  "logit sd")
-    misroute_fractions: str = param("0,0.1,0.2,0.3,0.5,0.75,1", "fractions of inputs sent to a wrong expert")
-    flatten_levels: str = param("0,0.25,0.5,0.75,1", "amounts of flattening toward uniform weights (1: uniform)")
-    rank_divisors: str = param("2,4,8", "the rank ablation uses ranks d / divisor (must include 4, the paper's d/4)")
-    replacement_seed: int = param(1000, "experts replaced by ones trained with seed replacement_seed + run seed")
-    stable_tol: float = param(0.02, "the plug-in claim holds when accuracy on the untouched domains moves by at most "
-                                    "this")
-
-    NOTEBOOK: ClassVar[str] = "robustness_and_cost"
-    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {"smoke": {"n_seeds": 1, "train_seeds": 1},
-                                                             "full": {"n_seeds": 3, "train_seeds": 2}}
-
-    def check(self) -> None:
-        super().check()
-        if self.n_seeds < 1:
-            raise ParameterError(f"parameter 'n_seeds' must be >= 1, got {self.n_seeds}")
-        if not 1 <= self.train_seeds <= self.n_seeds:
-            raise ParameterError(f"parameter 'train_seeds' must be in [1, n_seeds={self.n_seeds}], got {self.train_seeds}")
-        fewest = min(len(src.seeds) for src in self.sources().values())
-        if self.n_seeds > fewest:
-            raise ParameterError(f"parameter 'n_seeds' must be at most {fewest}, the seeds the source pages run in "
-                                 f"profile {self.profile!r}, got {self.n_seeds}")
-        if not 0 < self.stable_tol < 1:
-            raise ParameterError(f"parameter 'stable_tol' must be in (0, 1), got {self.stable_tol}")
-        self.levels()
-        if 4 not in self.ranks:
-            raise ParameterError(f"parameter 'rank_divisors' must include 4 (the paper's r = d/4), got {self.rank_divisors!r}")
-
-    def preflight(self) -> None:
-        """The source pages' own machine checks: the backbone folder (with its blocks), the MNIST folder, the device."""
-        super().preflight()
-        for src in self.sources().values():
-            src.preflight()
-
-    def levels(self) -> dict[str, list[float]]:
-        """Strengths swept per perturbation (`perturbation.PERTURBATIONS`)."""
-        misrouted = _numbers("misroute_fractions", self.misroute_fractions, 0, 1)
-        return {"logit noise": _numbers("noise_levels", self.noise_levels, 0, 1e3), "misrouted (random expert)": misrouted,
-                "misrouted (adjacent expert)": misrouted, "flattened": _numbers("flatten_levels", self.flatten_levels, 0, 1)}
-
-    def trains(self, seed: int) -> bool:
-        """Whether the studies that train new stages (replacement, a late expert, other ranks) run on this seed."""
-        return seed < self.seed + self.train_seeds
-
-    @property
-    def ranks(self) -> list[int]:
-        """Residual rank divisors of the rank ablation (r = d / divisor)."""
-        return [int(v) for v in _numbers("rank_divisors", self.rank_divisors, 1, 1024, int)]
-
-    def sources(self) -> dict[str, RedConfig]:
-        """The configs of the pages whose runs this page reuses, at their profile's values (so their stages load, and
-        their learning rates are chosen on their own seeds, as on their pages)."""
-        common = {"profile": self.profile, "seed": self.seed, "device": self.device}
-        return {"task1": task1.Task1Config.from_params(**common, backbone=self.backbone),
-                "task2": task2.Task2Config.from_params(**common, backbone=self.backbone),
-                "mnist": mnist.MnistConfig.from_params(**common, data_dir=self.mnist_data_dir)}
 
 
 @dataclass
@@ -130,7 +48,7 @@ def choose(cfg: RobustnessConfig, task: str, store: Store, bb: Backbone | None =
     """The learning rates the source page chose for its small stages (loaded from the cache after that page ran)."""
     src = cfg.sources()[task]
     if task == "mnist":
-        return mnist.choose(src, store)
+        return mnist_label5.choose(src, store)
     return ranges.choose(src, bb, store)
 
 
@@ -140,7 +58,7 @@ def load(cfg: RobustnessConfig, task: str, seed: int, store: Store, bb: Backbone
     small stages at `lrs` (the source page's choice)."""
     src = cfg.sources()[task]
     if task == "mnist":
-        data, enc = mnist.task(src, digits if digits is not None else mnist.load(src, seed), seed)
+        data, enc = mnist_label5.task(src, digits if digits is not None else mnist_label5.load(src, seed), seed)
         return Loaded(task, src, run_red(src, data, enc, store, seed, lrs), enc)
     rr = ranges.run(src, seed, Setting(src.split), bb, store, lrs)
     return Loaded(task, src, rr.red, rr.encoder, rr)

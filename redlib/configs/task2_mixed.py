@@ -1,0 +1,75 @@
+"""The knobs of the page `task2_mixed` (arithmetic Task 2, mixed addition and subtraction) and the fields every page
+on mixed expressions adds; no torch here."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from ..core.config import ParameterError, param
+from ..tasks.mixed import PHRASINGS, parse_mix
+from .ranges import RangeTaskConfig, Setting, range_choices
+from .red import RedConfig
+
+
+@dataclass
+class MixedTaskConfig:
+    """The fields every page on mixed expressions adds: the share of each number of operations and the phrasings (a
+    group composed before `RangeTaskConfig`, as `class Task2Config(MixedTaskConfig, RangeTaskConfig, RedConfig)`)."""
+
+    step_mix: str = param("1:0.8,2:0.2", "share of expressions per number of operations (the paper's results: about "
+                                         "80% single-operation)")
+    n_phrasings: int = param(len(PHRASINGS), 'phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you '
+                                             'subtract b from a ..."')
+
+    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = range_choices(("iid", "isolated"))
+
+    def check(self) -> None:
+        super().check()
+        check_mix(self, "step_mix")
+        if not 1 <= self.n_phrasings <= len(PHRASINGS):
+            raise ParameterError(f"parameter 'n_phrasings' must be in [1, {len(PHRASINGS)}], got {self.n_phrasings}")
+
+    def data_words(self) -> str:
+        return f"step mix `{self.step_mix}`"
+
+
+@dataclass
+class Task2Config(MixedTaskConfig, RangeTaskConfig, RedConfig):
+    """Arithmetic Task 2 (mixed): range experts, routers, RED and the four baselines on expressions."""
+
+    mix_variant: str = param("1:0.5,2:0.5", "also run the claims' split with this step mix, on the first "
+                                            "extension_seeds seeds, as an extension (\"none\": not run)")
+
+    NOTEBOOK: ClassVar[str] = "task2_mixed"
+    NAMESPACE: ClassVar[str] = "task2"  # its stage-cache namespace
+    CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
+    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
+        "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
+                  "backbone_patience": 3, "split_seeds": 1, "splits_reported": "iid,isolated",
+                  "digits_variant_on": "none", "stage1_paper_beside": False},
+        "full": {"double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
+                 "split_seeds": 1, "splits_reported": "iid,isolated",
+                 "digits_variant_on": "none", "stage1_paper_beside": False},
+    }
+
+    def check(self) -> None:
+        super().check()
+        if self.mix_variant != "none":
+            check_mix(self, "mix_variant")
+
+    @property
+    def settings(self) -> list[Setting]:
+        """The range task's settings, then the claims' split under the `mix_variant` step mix (an extension)."""
+        main = super().settings
+        if self.mix_variant == "none" or parse_mix(self.mix_variant) == parse_mix(self.step_mix):
+            return main
+        return [*main, Setting(main[0].split, main[0].number_format, mix=self.mix_variant)]
+
+
+def check_mix(cfg: MixedTaskConfig, name: str) -> None:
+    """A one-line ParameterError when the step-mix parameter `name` does not parse."""
+    try:
+        parse_mix(getattr(cfg, name))
+    except ValueError as err:
+        raise ParameterError(f"parameter {name!r}: {err}") from None
