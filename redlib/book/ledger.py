@@ -126,13 +126,6 @@ def _fmt(value: Any) -> str:
     return str(value)
 
 
-# What varies with the seed besides the initialisation, per page: whether a spread includes test sampling.
-SPREAD_DATA = {"toy_experiments": "one test grid for all seeds", "task1_addition": "each seed its own data",
-               "task2_mixed": "each seed its own data", "step_decomposition": "each seed its own data",
-               "routing_heatmaps": "each seed its own texts; one digit split",
-               "robustness_and_cost": "the source pages' seeds and data"}
-
-
 def page_of(group: str) -> str:
     """The page that measures a group of the claims file ('' for a group no page measures yet)."""
     return next((p.name for p in PAGES if group in p.claim_groups), "")
@@ -151,10 +144,8 @@ def _spread(entry: dict[str, Any]) -> str:
         return "one seed: no spread"
     sd = float(np.std(per_seed, ddof=1))  # the sample sd, as every page's tables
     params = (entry.get("provenance") or {}).get("parameters", {})
-    if entry.get("notebook") == "mnist_label5":
-        what = "one test split for all seeds" if params.get("split_seed") is not None else "each seed its own test split"
-    else:
-        what = SPREAD_DATA.get(entry.get("notebook", ""), "seeds")
+    page = BY_NAME.get(entry.get("notebook", ""))
+    what = page.config.seed_data(params) if page else "seeds"  # whether the spread includes test sampling
     shown = f"± {small(sd)}"
     return f"{shown} ({len(per_seed)} seeds, {what})"
 
@@ -166,8 +157,9 @@ def table(collected: dict[str, dict[str, Any]], claims_file=None, tol: float = V
         entry = collected.get(cid)
         prov = (entry or {}).get("provenance", {})
         params = prov.get("parameters", {})
+        page = BY_NAME.get((entry or {}).get("notebook", ""))
         on = ", ".join(f"{k} {params[k]}" for k in ("backbone", "split", "dataset_size") if k in params) or (
-            "toy grid" if entry and entry["notebook"] == "toy_experiments" else "")
+            page.config.MEASURED_ON if page else "")
         if prov.get("non_default"):  # a published page run with parameters other than the profile's defaults
             on += "; non-default: " + ", ".join(f"{k}={v}" for k, v in prov["non_default"].items())
         rows.append({

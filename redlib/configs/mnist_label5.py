@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Mapping
 
 from ..core.config import ParameterError, param
 from ..tasks.idx import check_idx_dir
@@ -65,6 +65,11 @@ class MnistConfig(RedConfig):
         if self.data_dir is not None:
             check_idx_dir(self.data_dir)
         super().preflight()
+
+    @classmethod
+    def seed_data(cls, params: Mapping[str, Any]) -> str:
+        """One test split for every seed when `split_seed` was fixed, else each seed its own."""
+        return "one test split for all seeds" if params.get("split_seed") is not None else "each seed its own test split"
 
     @property
     def data_label(self) -> str:

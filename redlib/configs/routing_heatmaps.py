@@ -59,6 +59,7 @@ class RoutingHeatmapsConfig(NotebookConfig):
                                             "many epochs without a better validation loss")
 
     NOTEBOOK: ClassVar[str] = "routing_heatmaps"
+    SEED_DATA: ClassVar[str] = "each seed its own texts; one digit split"
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {"domain_embedding": EMBEDDINGS}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"n_seeds": 2, "eval_samples": 10, "code_samples": 40, "code_epochs": 1, "code_d_model": 32,

@@ -21,6 +21,8 @@ class ToyConfig(ExperimentConfig):
     val_fraction: float = param(0.2, "share of each domain's points held out for early stopping")
 
     NOTEBOOK: ClassVar[str] = "toy_experiments"
+    SEED_DATA: ClassVar[str] = "one test grid for all seeds"
+    MEASURED_ON: ClassVar[str] = "toy grid"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"n_seeds": 2, "max_epochs": 100, "patience": 20},
         "full": {"n_seeds": 5, "max_epochs": 3000, "patience": 300},

@@ -82,6 +82,15 @@ class NotebookConfig:
     NOTEBOOK: ClassVar[str] = ""
     # Parameters restricted to a set of values (beyond `profile`), checked with the types.
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {}
+    # What varies with the seed besides the initialisation (the ledger's spread says it), and what the page's claims
+    # are measured on where no parameter says (the ledger's "measured on")
+    SEED_DATA: ClassVar[str] = "seeds"
+    MEASURED_ON: ClassVar[str] = ""
+
+    @classmethod
+    def seed_data(cls, params: Mapping[str, Any]) -> str:
+        """What varies with the seed besides the initialisation, in a run with these recorded parameters."""
+        return cls.SEED_DATA
 
     @classmethod
     def param_names(cls) -> list[str]:
