@@ -54,7 +54,8 @@ def test_peak_memory_has_one_value_the_speed_target_and_the_cost_claim_both_read
     """A page's peak is its kernel and workers at once in its last cold run; a page timed before workers were
     sampled is left out (not read as its kernel alone), and eff.peak_memory states the Speed target's value."""
     from redlib.book import ledger
-    from redlib.red import cost
+    from redlib.experiments.robustness_and_cost_report import cost_claims
+    from redlib.red.cost import TIME_COLUMNS
 
     per = {"a": {"wall_seconds": 60.0, "wall": {"reps": 1}, "peak_rss_mb": 900.0, "peak_rss_mb_with_workers": 2048.0},
            "b": {"wall_seconds": 60.0, "wall": {"reps": 1}, "peak_rss_mb": 3072.0}}  # kernel only: left out
@@ -64,11 +65,10 @@ def test_peak_memory_has_one_value_the_speed_target_and_the_cost_claim_both_read
     speed = report.targets(bench).set_index("target").loc["peak memory of any page, full profile (kernel and workers at once)", "measured"]
     c = pd.DataFrame([{"backbone": b, "RED share of backbone": 0.01, "router share of compute": 1e-4,
                        "MoE / RED expert parameters": 20.0} for b in ("embedded", "Qwen3-0.6B shape")])
-    claim = cost.claims(c, pd.DataFrame(columns=cost.TIME_COLUMNS), peaks, "embedded")["eff.peak_memory"]
+    claim = cost_claims(c, pd.DataFrame(columns=TIME_COLUMNS), peaks, "embedded")["eff.peak_memory"]
     assert speed == f"{claim['value']:.2f} GiB" and claim["page"] == "a" and "upper_bound" not in claim
     assert ledger._spread(claim).startswith("one measurement")  # not "one seed": no seed moves it
-    assert "eff.peak_memory" not in cost.claims(c, pd.DataFrame(columns=cost.TIME_COLUMNS), pd.Series(dtype=float),
-                                                "embedded")
+    assert "eff.peak_memory" not in cost_claims(c, pd.DataFrame(columns=TIME_COLUMNS), pd.Series(dtype=float), "embedded")
 
 
 def test_target_judging():

@@ -9,6 +9,7 @@ import pytest
 import torch
 from test_pipeline import K, synthetic, tiny_config
 
+from redlib.book.costs import timed_runs
 from redlib.configs.robustness_and_cost import RobustnessConfig
 from redlib.core.config import ParameterError
 from redlib.core.store import Store, state_equal
@@ -168,19 +169,19 @@ def test_costs_are_read_from_the_pages_own_runs_and_count_their_runs(tmp_path):
     page("task2_mixed", {"n_seeds": 3}, {"task2/stage1": 10.0}, unknown=4)  # older run: left out
     times = published_costs(["task1_addition", "mnist_label5", "task2_mixed"], "full", tmp_path)
     assert dict(times.groupby("page")["runs"].first()) == {"mnist_label5": 5, "task1_addition": 5}
-    assert cost.timed_runs({"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs"}) == 9
+    assert timed_runs({"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs"}) == 9
     beside = {"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs", "extension_seeds": 1}
-    assert cost.timed_runs({**beside, "stage1_paper_beside": True, "head_lr_grid": "0.0001,0.001"}) == 8  # 3 more
-    assert cost.timed_runs({**beside, "stage1_paper_beside": True, "head_lr_grid": "none"}) == 5  # not run then
+    assert timed_runs({**beside, "stage1_paper_beside": True, "head_lr_grid": "0.0001,0.001"}) == 8  # 3 more
+    assert timed_runs({**beside, "stage1_paper_beside": True, "head_lr_grid": "none"}) == 5  # not run then
     one = {**beside, "stage1_paper_beside": True, "head_lr_grid": "0.0001,0.001", "stage1_beside_seeds": 1}
-    assert cost.timed_runs(one) == 6  # today's protocol: the stage-1 extension on the first seed only
-    assert cost.timed_runs({**one, "split_seeds": 3}) == 8  # and the other split on the protocol's three seeds
-    assert cost.timed_runs({**one, "mix_variant": "1:0.5,2:0.5", "step_mix": "1:0.8,2:0.2"}) == 7  # Task 2's 50/50
+    assert timed_runs(one) == 6  # today's protocol: the stage-1 extension on the first seed only
+    assert timed_runs({**one, "split_seeds": 3}) == 8  # and the other split on the protocol's three seeds
+    assert timed_runs({**one, "mix_variant": "1:0.5,2:0.5", "step_mix": "1:0.8,2:0.2"}) == 7  # Task 2's 50/50
     c = pd.DataFrame([{"backbone": "embedded", "RED share of backbone": 0.02, "router share of compute": 0.001,
                        "MoE / RED expert parameters": 2.0},
                       {"backbone": "Qwen3-0.6B shape", "RED share of backbone": 0.005, "router share of compute": 1e-4,
                        "MoE / RED expert parameters": 0.5}])
-    claims = cost.claims(c, times, pd.Series({"task1_addition": 2.0, "mnist_label5": 1.0}), "embedded")
+    claims = rr.cost_claims(c, times, pd.Series({"task1_addition": 2.0, "mnist_label5": 1.0}), "embedded")
     assert claims["eff.train_time"]["value"]["total_hours"] == pytest.approx(1020 / 5 / 3600)
     assert claims["eff.train_time"]["value"]["experts_minutes"] == pytest.approx(300 / 5 / 60)
     assert claims["eff.peak_memory"]["per_seed"] == [2.0] and claims["eff.peak_memory"]["bound"] == [0.0, 6.5]
@@ -233,7 +234,6 @@ def test_cold_estimates_bracket_a_page_by_its_recorded_stage_seconds(tmp_path):
 
 
 def test_a_step_mix_written_two_ways_is_one_run():
-    from redlib.red.cost import timed_runs
 
     base = {"n_seeds": 3, "extension_seeds": 1, "splits_reported": "iid", "digits_variant_on": "none"}
     same = timed_runs({**base, "step_mix": "1:0.5,2:0.5", "mix_variant": "1:0.50,2:0.50"})

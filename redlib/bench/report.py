@@ -8,9 +8,9 @@ from typing import Any
 
 import pandas as pd
 
+from ..book.costs import timed_runs
 from ..book.registry import BOOK_MINUTES, BUDGETS, config_for, stage_kinds
 from ..core.config import ParameterError
-from ..red.cost import timed_runs
 from .cold import cold_book, committed, disturbed, load  # noqa: F401 (load: the bench's reader, for its callers)
 
 WHERE = "why missed"  # the targets table's column: where a missed budget's time (or memory) goes

@@ -7,7 +7,7 @@ import os
 
 import pandas as pd
 
-from ..red.cost import TIME_COLUMNS, timed_runs
+from ..red.cost import TIME_COLUMNS
 from .results import read
 
 
@@ -51,3 +51,24 @@ def cold_estimates(pages: list[str], profile: str = "full", results_dir: str | o
                      "high: stage 1 apart, min": (serial + rest / workers) / 60, "commit": part["git_commit"].iloc[0]})
     return pd.DataFrame(rows, columns=["page", "stage 1 min", "other stages, worker min", "workers", "low: all busy, min",
                                        "high: stage 1 apart, min", "commit"])
+
+
+def _shares(mix: str | None) -> dict[int, float]:
+    """A step mix's share per number of operations ('1:0.5,2:0.5' -> {1: 0.5, 2: 0.5}); {} for none."""
+    return {int(k): float(v) for k, v in (part.split(":") for part in str(mix).split(","))} if mix else {}
+
+
+def timed_runs(params: dict) -> int:
+    """Runs a page made, from its recorded parameters: n_seeds on the claims' setting, `stage1_beside_seeds` on the
+    stage-1 extension, `split_seeds` on each other split, and `extension_seeds` on each digit variant and on Task 2's
+    other step mix (a parameter a run predates counts as it did then: n_seeds on the stage-1 extension,
+    `extension_seeds` on every extension)."""
+    n = int(params.get("n_seeds") or 1)
+    each = int(params.get("extension_seeds") or n)
+    splits = [v for v in str(params.get("splits_reported") or "none").split(",") if v != "none"]
+    digits = [v for v in str(params.get("digits_variant_on") or "none").split(",") if v != "none"]
+    beside = bool(params.get("stage1_paper_beside")) and str(params.get("head_lr_grid")) != "none"
+    other = params.get("mix_variant")  # Task 2's other step mix, compared by its shares ("1:0.5" is "1:0.50")
+    mix = other not in (None, "none") and _shares(other) != _shares(params.get("step_mix"))
+    return (n + beside * int(params.get("stage1_beside_seeds") or n) + max(0, len(splits) - 1)
+            * int(params.get("split_seeds") or each) + (len(digits) + mix) * each)

@@ -7,12 +7,13 @@ from typing import Any
 
 import pandas as pd
 
+from ..configs.robustness_and_cost import RobustnessConfig
 from ..core import measure
 from ..core.claims import load_claims, order_verdict, seed_list, seeds_words, small, verdict_keys
-from ..red import cost, methods, perturbation
+from ..red import methods, perturbation
+from ..red.cost import PAPER_FORMULA
 from . import range_tables
 from .robustness_and_cost import ROUTED
-from ..configs.robustness_and_cost import RobustnessConfig
 
 
 def rank_table(rank: pd.DataFrame) -> pd.DataFrame:
@@ -128,7 +129,7 @@ def claims(cfg: RobustnessConfig, t: dict[str, pd.DataFrame]) -> dict[str, dict]
         "extensions": {"the paper's reading: RED minus the softmax MoE baseline": _drop(t["no_residual"], "softmax MoE"),
                        **({"RED minus the released code's MoE (a gate over its logit experts)":
                            _drop(t["no_residual"], methods.CODE_MOE)} if has_code_moe(t["no_residual"]) else {})}}
-    out |= cost.claims(t["parameter_cost"], t["stage_times"], cold_peaks(t), cfg.backbone)
+    out |= cost_claims(t["parameter_cost"], t["stage_times"], cold_peaks(t), cfg.backbone)
     return out
 
 
@@ -185,8 +186,49 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
         "rb_paper_t2_drop": paper["abl.no_residual"]["paper"]["task2_drop"],
         "rb_qwen_share": qwen["RED share of backbone"], "rb_here_share": here["RED share of backbone"],
         "rb_router_compute": here["router share of compute"], "rb_moe_ratio": qwen["MoE / RED expert parameters"],
-        "rb_paper_formula": qwen[cost.PAPER_FORMULA],
+        "rb_paper_formula": qwen[PAPER_FORMULA],
         "rb_peak": f"{peaks.max():.2f} GiB, {peaks.idxmax().replace('_', ' ')}" if len(peaks) else "not measured",
         "rb_n_claims": len(v), "rb_tally": range_tables.verdict_tally(v),
         **verdict_keys("rb", {"eff.train_time": "not measured", "eff.peak_memory": "not measured"} | v),
     }
+
+
+def cost_claims(c: pd.DataFrame, times: pd.DataFrame, peaks: pd.Series, backbone: str) -> dict[str, dict]:
+    """eff.*: parameter and compute shares (judged on Qwen3-0.6B's shape, exact from its configuration), the
+    training time the pages' runs recorded (`times`) and their peak memory in their last cold runs (`peaks`, GiB per
+    page: the bench's `cold_peaks`), on this machine's CPU with the embedded backbone."""
+    c = c.set_index("backbone")
+    here, qwen = c.iloc[0], c.loc["Qwen3-0.6B shape"]
+    exact = "exact (counted from the shapes, no seed)"
+    out = {"eff.params": measure.bound([qwen["RED share of backbone"]], 0.0, 0.01, measure="on Qwen3-0.6B's shape",
+                                       embedded_backbone=float(here["RED share of backbone"]), spread=exact),
+           "eff.router_flops": measure.bound([here["router share of compute"]], 0.0, 0.005, backbone=backbone,
+                                             qwen3_0_6b_shape=float(qwen["router share of compute"]), spread=exact)}
+    ratio = float(qwen["MoE / RED expert parameters"])
+    paper_ratio = float(qwen[PAPER_FORMULA]) if PAPER_FORMULA in qwen else None  # tables from before this column
+    out["eff.red_vs_moe_params"] = measure.order(
+        [ratio >= 10], ratio >= 10, value=ratio, measure="on Qwen3-0.6B's shape",
+        claim_needs="a ratio of at least 10 (one order of magnitude)",
+        embedded_backbone=float(here["MoE / RED expert parameters"]),
+        extensions={"the paper's own count, d·C against d·r + r·C (Qwen3-0.6B's shape)": measure.order(
+            [paper_ratio >= 10], paper_ratio >= 10, value=paper_ratio)} if paper_ratio is not None else {})
+    t1 = times[times["page"] == "task1_addition"]
+    if len(t1):
+        runs = int(t1["runs"].iloc[0])
+        s = t1.set_index("stage")["seconds"]
+        part = lambda *k: float(s.reindex(list(k)).fillna(0).sum()) / runs  # noqa: E731
+        value = {"total_hours": float(t1["seconds"].sum()) / runs / 3600,
+                 "base_hours": part("prefix", "stage1", "features") / 3600, "experts_minutes": part("expert") / 60,
+                 "router_red_hours": part("router", "residual") / 3600}
+        out["eff.train_time"] = {"value": value, "per_seed": [value], "runs_timed": runs,
+                                 "measure": "compute per seed and setting of Task 1 (every stage's recorded training "
+                                            "seconds), this machine's CPU, the embedded backbone (the paper: Qwen3-0.6B "
+                                            "on an RTX 3060 Ti)",
+                                 "git_commit": t1["git_commit"].iloc[0]}
+    if len(peaks):
+        out["eff.peak_memory"] = measure.bound([float(peaks.max())], 0.0, 6.5, measure="GiB, the largest page's peak "
+                                               "memory (its kernel and workers at once, in its last cold full-profile "
+                                               "run) on CPU (the paper: accelerator memory)", page=str(peaks.idxmax()),
+                                               spread="one measurement (a cold run of each page)",
+                                               per_page={k: float(v) for k, v in peaks.items()})
+    return out
