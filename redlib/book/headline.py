@@ -121,7 +121,7 @@ def misses_words(table: pd.DataFrame, seen: dict[str, float]) -> str:
 def seen_shares(profile: str = "full", root: str | os.PathLike = "results") -> dict[str, float]:
     """The share of test inputs whose text train also holds, in each arithmetic task's claims' setting (first seed),
     from the data its recorded parameters generate."""
-    from ..experiments.task1_addition import seen_share
+    from ..experiments.ranges import seen_share
     from .paper_vs_code import recorded
 
     out: dict[str, float] = {}

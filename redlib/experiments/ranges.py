@@ -66,6 +66,12 @@ def stage1_data(cfg: RangeTaskConfig, seed: int, setting: Setting) -> tuple[str,
     return own(cfg, seed, setting) if own else (cfg.NAMESPACE, *frames(cfg, seed, setting), RANGES)
 
 
+def seen_share(cfg: RangeTaskConfig, setting: Setting) -> float:
+    """The share of test inputs (first seed) whose text train also holds: what the test re-asks."""
+    parts = frames(cfg, cfg.seed, setting)[0]
+    return float(parts["test"]["text"].isin(set(parts["train"]["text"])).mean())
+
+
 def backbone(cfg: RangeTaskConfig) -> Backbone:
     """The page's backbone (the embedded one or a local folder) on the page's device, its top `k_trainable` blocks
     trainable."""

@@ -128,12 +128,6 @@ def _measured(cfg: Task1Config, t: dict[str, pd.DataFrame], st: Setting) -> dict
     return out
 
 
-def seen_share(cfg: Task1Config, setting: Setting) -> float:
-    """The share of test questions (first seed) whose text train also holds: what the test re-asks."""
-    parts = frames(cfg, cfg.seed, setting)[0]
-    return float(parts["test"]["text"].isin(set(parts["train"]["text"])).mean())
-
-
 def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
     """The numbers and verdicts the page's conclusions paste in (glued as `t1_*`)."""
     paper, (main, *others), ov = load_claims(), cfg.settings, t["overall"]
@@ -148,7 +142,7 @@ def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
     return {
         **selection.found("t1", cfg, t.get("lr_selection")),
         "t1_protocol": protocol_words(cfg), "t1_ties": range_tables.ties_words(ov, main.label),
-        "t1_seen": ", ".join(f"{seen_share(cfg, st):.1%} ({st.label})" for st in cfg.settings
+        "t1_seen": ", ".join(f"{ranges.seen_share(cfg, st):.1%} ({st.label})" for st in cfg.settings
                              if st.number_format == "whole"),
         **range_tables.stage1_beside("t1", cfg, t),
         "t1_setting": main.description, "t1_backbone": cfg.backbone, "t1_value_tol": VALUE_TOL, "t1_near": NEAR,
