@@ -14,6 +14,7 @@ from redlib.red import methods
 from redlib.red.stages import Stages
 from redlib.red.types import base_rows
 from redlib.tasks import mnist as data
+from redlib.tasks.idx import IDX_FILES
 
 
 def write_idx(path, array: np.ndarray, gz: bool) -> None:
@@ -26,7 +27,7 @@ def write_idx(path, array: np.ndarray, gz: bool) -> None:
 def idx_dir(tmp_path):
     rng = np.random.default_rng(0)
     for part, n in (("train", 100), ("test", 20)):
-        images, labels = data.IDX_FILES[part]
+        images, labels = IDX_FILES[part]
         write_idx(tmp_path / images, rng.integers(0, 256, (n, 28, 28)), gz=part == "train")
         write_idx(tmp_path / labels, np.arange(n) % 10, gz=False)
     return tmp_path
