@@ -278,7 +278,13 @@ def test_the_cold_book_is_one_sum_of_each_pages_last_cold_run_and_the_build():
     assert book["min"] == pytest.approx(sum(range(1, len(NOTEBOOKS) + 1)) + 2)
     words = cold_book_words(book)
     assert words.startswith(f"{book['min']:.0f} min: ") and f"{NOTEBOOKS[-1]} {len(NOTEBOOKS)} (" in words
-    assert f"reading high: {NOTEBOOKS[0]}" in words
+    assert f"reading high: {NOTEBOOKS[0]}" in words and "reading low" not in words
+    per[NOTEBOOKS[2]]["resumed"] = "its own pass, stopped at a session's end"  # its wall time covers a part only
+    low = cold_book_words(cold_book(bench))
+    assert low.startswith("at least ") and f"reading low: {NOTEBOOKS[2]}" in low
+    timing = {**per[NOTEBOOKS[2]], "wall": {"reps": 1}, "peak_rss_mb": 1024.0}
+    one = {"notebooks": {"smoke": {"per_notebook": {NOTEBOOKS[2]: timing}}}}
+    assert report.notebooks(one)["started from"].tolist() == ["its own stopped pass"]
     del per[NOTEBOOKS[1]]
     assert cold_book(bench) is None and cold_book_words(None).startswith("not measured")
 
@@ -301,3 +307,5 @@ def test_the_speed_pages_answer_says_whether_the_book_meets_its_budget_and_what_
     words = cold_answer(book, 90)
     assert "takes 100 min: it misses its budget of 90 min" in words and "b (69 min, 69% of the book)" in words
     assert "reading high" in words and "meets" in cold_answer(book, 120) and cold_answer(None, 90).startswith("Not")
+    low = {**book, "at least": True}  # a page resumed: the sum is a lower bound, it can only miss for sure
+    assert "takes at least 100 min: it misses" in cold_answer(low, 90) and "it may miss" in cold_answer(low, 120)

@@ -89,8 +89,8 @@ def notebooks(bench: dict) -> pd.DataFrame:
                          PEAK_GIB: (t.get("peak_rss_mb_with_workers") or float("nan")) / 1024,
                          KERNEL_GIB: t["peak_rss_mb"] / 1024,
                          "commit": (t.get("git_commit") or "")[:7],
-                         "started from": STARTED_FROM.get(str(t.get("cache_at_start") or "empty").split(":")[0]
-                                                          .split(" ")[0], "not recorded"),
+                         "started from": "its own stopped pass" if t.get("resumed") else STARTED_FROM.get(
+                             str(t.get("cache_at_start") or "empty").split(":")[0].split(" ")[0], "not recorded"),
                          "disturbed": disturbed(t),
                          CURRENT: current_profile(name, prof, t.get("parameters")),
                          SAME_CODE: same_code(name, t) if prof == "full" else ""})
