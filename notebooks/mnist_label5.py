@@ -46,7 +46,7 @@ profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
 device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
 results_dir = "results"  # results go to <results_dir>/<profile>/mnist_label5/
-lr = 0.001  # AdamW learning rate of stage 1, the CNN from scratch with the global head, with head_lr_grid "none" (the research code: 1e-3)
+lr = 0.001  # AdamW learning rate of stage 1, the CNN from scratch with the global head (the research code: 1e-3)
 weight_decay = 0.01  # AdamW weight decay
 batch_size = 64  # micro-batch; gradients accumulate to virtual_batch (no layer depends on the batch)
 virtual_batch = 64  # samples per optimiser step (the paper's LLM stages: 64)
@@ -57,11 +57,7 @@ double_cap = None  # the convergence rule: a stage that reaches its epoch cap wi
 backbone_fraction = 0.1  # share of train, balanced by label, used for stage 1 (the research code: 10%)
 backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 3, full 150)
 backbone_patience = None  # early-stopping patience of stage 1 (the paper: 3): enough that a plateau does not end it
-head_lr = 0.001  # AdamW lr of every expert, router and residual with head_lr_grid "none" (the research code: 1e-3)
-head_lr_grid = None  # each stage kind's lr, stage 1 included, chosen on validation loss from these ("none": lr for stage 1, head_lr for the rest, the research code's); the smoke profile keeps those rates: on its 3-epoch runs the choice falls on validation losses' last bits, which differ between CPUs; None: the profile's value (smoke "none", full "none")
-head_lr_extend = 2  # a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 series), at most this many times (0: the grid only)
-lr_rung = 0  # successive halving of the grid: every try first trains this many epochs, then only each kind's lr_keep rates with the lowest validation loss go on to the end (0: every try runs to the end, the full grid)
-lr_keep = 2  # rates of each stage kind that go on after the rung (with lr_rung > 0)
+head_lr = 0.001  # AdamW lr of every expert, router and residual (the research code: 1e-3)
 expert_hidden = 0  # hidden width of the classifier experts (0: the paper's linear expert d -> C)
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
 rank_divisor = 4  # the residual rank is d / rank_divisor (here 128 / 4: rank 32)
@@ -117,14 +113,13 @@ plots.styled(sizes, hide_index=True, caption="Digits per split and domain")
 
 # %% tags=["hide-input", "remove-stderr"]
 tables, first = [], None
-choice = mnist_label5.choose(cfg, store)  # the configured rates (a rate grid, an extension, only when asked)
 for s in tqdm(cfg.seeds, desc="MNIST", disable=not progress_enabled()):
-    run = mnist_label5.run(cfg, s, data if s == cfg.seed else mnist_label5.load(cfg, s), store, choice.lrs)
+    run = mnist_label5.run(cfg, s, data if s == cfg.seed else mnist_label5.load(cfg, s), store)
     tables.append(mnist_label5.evaluate(run))
     first = first or run
-t = ranges.stack(tables) | ranges.selection_tables(choice)
+t = ranges.stack(tables)
 if cfg.crossed_splits:  # every seed's stage 1 on every seed's split: a diagnostic, only when asked
-    t["stage1_by_split"] = mnist_label5.stage1_by_split(cfg, store, choice.lrs)
+    t["stage1_by_split"] = mnist_label5.stage1_by_split(cfg, store)
 for name, df in t.items():
     results.table(name, df)
 

@@ -172,8 +172,8 @@ glue_values(in_our_runs)
 # - **Learning rates and caps.** The paper uses AdamW at 1e-4 for every stage, virtual batch 64, up to 60
 #   epochs with patience 3 (set for Qwen3-0.6B). We add one guard, fixed before any run and read on
 #   validation only: a longer patience, and a cap that never decides (a stage still improving at its cap
-#   trains on under the cap doubled). A rate chosen on validation loss (`head_lr_grid`) is an extension, and
-#   the step decomposition's 2x2 of stage 1's and the small stages' rates shows what the rate moves. *In our
+#   trains on under the cap doubled). No rate is chosen by us: the step decomposition's 2x2 of stage 1's and
+#   the small stages' rates (1e-3, 1e-4), an extension, shows what the rate moves. *In our
 #   runs:* Task 1 trained with {glue:text}`pvc_protocol`; single steps, RED routed by the true operation
 #   {glue:text}`pvc_lr_check`.
 #

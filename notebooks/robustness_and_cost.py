@@ -120,9 +120,8 @@ def keep(**tables: pd.DataFrame) -> None:
 
 
 for task in ("task1", "mnist", "task2"):
-    lrs = rb.choose(cfg, task, store, bb).lrs  # the source page's learning rates (its configured ones)
     for s in tqdm(cfg.seeds, desc=rb.TASKS[task], disable=not progress_enabled()):
-        ld = rb.load(cfg, task, s, store, bb, lrs=lrs)
+        ld = rb.load(cfg, task, s, store, bb)
         if task in ("task1", "mnist"):
             keep(sweep=rb.sweep(ld, cfg.levels()), **rb.modularity(ld, store, cfg.replacement_seed, cfg.trains(s)))
         if task in ("task1", "task2"):

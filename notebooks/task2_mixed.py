@@ -43,7 +43,7 @@ profile = "full"  # "smoke" (seconds, for CI) or "full" (the published page)
 seed = 0  # first seed; the run uses seed, seed+1, ..., seed+n_seeds-1
 device = "cpu"  # "cpu", "cuda", "cuda:N", "mps" or "auto"
 results_dir = "results"  # results go to <results_dir>/<profile>/task2_mixed/
-lr = 0.0001  # AdamW learning rate of stage 1 with head_lr_grid "none" (the paper: 1e-4)
+lr = 0.0001  # AdamW learning rate of stage 1 (the paper: 1e-4)
 weight_decay = 0.01  # AdamW weight decay
 batch_size = 64  # micro-batch; gradients accumulate to virtual_batch (no layer depends on the batch)
 virtual_batch = 64  # samples per optimiser step (the paper's LLM stages: 64)
@@ -54,11 +54,7 @@ double_cap = None  # the convergence rule: a stage that reaches its epoch cap wi
 backbone_fraction = 0.1  # share of train used for the backbone stage (the finalized setup: 10%)
 backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 2, full 150)
 backbone_patience = None  # early-stopping patience of stage 1 (the paper: 3): enough that a plateau does not end it
-head_lr = 0.0001  # AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: 1e-4)
-head_lr_grid = "none"  # "none" (the protocol: lr for stage 1, head_lr for the rest, the paper's); or an extension: each stage kind's lr, stage 1 included, chosen on validation loss from these rates
-head_lr_extend = 2  # a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 series), at most this many times (0: the grid only)
-lr_rung = 0  # successive halving of the grid: every try first trains this many epochs, then only each kind's lr_keep rates with the lowest validation loss go on to the end (0: every try runs to the end, the full grid)
-lr_keep = 2  # rates of each stage kind that go on after the rung (with lr_rung > 0)
+head_lr = 0.0001  # AdamW lr of every expert, router and residual (the paper: 1e-4)
 expert_hidden = 0  # hidden width of the classifier experts (0: the paper's linear expert d -> C)
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
 rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
@@ -72,8 +68,6 @@ digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "
 dataset_size = None  # train/val/test sizes: "final" 64k/8k/8k (the paper's final setup, 4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250; None: the profile's value (smoke "tiny", full "final")
 extension_seeds = 1  # seeds each extension setting runs (the claims' setting runs n_seeds)
 split_seeds = None  # seeds the other split runs, with the claims' number format (an extension where the split leaves room to rank the methods); None: the profile's value (smoke 1, full 1)
-stage1_paper_beside = None  # also run the claims' setting with stage 1 at the paper's rate (`lr`) and every other stage kind at the rates the protocol chose, as an extension; None: the profile's value (smoke False, full False)
-stage1_beside_seeds = 1  # seeds the stage-1 extension runs (the first ones; the claims' setting runs n_seeds)
 step_mix = "1:0.8,2:0.2"  # share of expressions per number of operations (the paper's results: about 80% single-operation)
 n_phrasings = 4  # phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you subtract b from a ..."
 mix_variant = "1:0.5,2:0.5"  # also run the claims' split with this step mix, on the first extension_seeds seeds, as an extension ("none": not run)
@@ -217,7 +211,7 @@ plots.training_tables(t)
 # :::
 
 # %% tags=["remove-cell"]
-pages.glue_found(results, task2_mixed.found, cfg, t, beside="t2")
+pages.glue_found(results, task2_mixed.found, cfg, t)
 
 # %% [markdown]
 # ## What we found

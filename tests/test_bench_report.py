@@ -137,9 +137,13 @@ def test_a_timing_says_whether_it_ran_todays_profile():
     assert report.current_profile("toy_experiments", "full", {**now, "results_dir": "elsewhere"}) == "yes"
     assert report.current_profile("toy_experiments", "full", None) == "not recorded"
     assert report.current_profile("no_such_page", "full", now) == "page no longer exists"
-    sd = report.config_for("step_decomposition").from_params(profile="full").asdict()  # a switch added since, and off
-    assert report.current_profile("step_decomposition", "full", {k: v for k, v in sd.items()
-                                                                  if k != "stage1_paper_beside"}) == "yes"
+    mn = report.config_for("mnist_label5").from_params(profile="full").asdict()  # a switch added since, and off
+    assert report.current_profile("mnist_label5", "full", {k: v for k, v in mn.items() if k != "crossed_splits"}) == "yes"
+    sd = report.config_for("step_decomposition").from_params(profile="full").asdict()  # the grid's knobs, removed since
+    assert report.current_profile("step_decomposition", "full", {**sd, "head_lr_grid": "none", "lr_rung": 0,
+                                                                 "stage1_paper_beside": False}) == "yes"
+    assert report.current_profile("step_decomposition", "full", {**sd, "head_lr_grid": "0.0001,0.001"}) == (
+        "no: head_lr_grid")
     t2 = report.config_for("task2_mixed").from_params(profile="full").asdict()  # a switch added since, and on
     assert report.current_profile("task2_mixed", "full", {k: v for k, v in t2.items()
                                                            if k != "double_cap"}) == "no: double_cap"

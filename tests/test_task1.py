@@ -4,15 +4,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from redlib.configs.ranges import STAGE1_PAPER, Setting
+from redlib.configs.ranges import Setting
 from redlib.configs.task1_addition import Task1Config
-from redlib.core.config import ParameterError
 from redlib.core.store import Store
 from redlib.experiments import ranges, task1_addition
-from redlib.configs.step_decomposition import DecompositionConfig
 from redlib.models.backbone import Backbone
 from redlib.red import methods
-from redlib.red.selection import LrChoice
 
 
 @pytest.fixture(scope="module")
@@ -63,34 +60,15 @@ def test_case_study_routes_each_query(tiny_run):
 
 
 def test_settings_put_the_claims_setting_first_and_add_digits_on_pairs():
-    cfg = Task1Config.from_params(profile="smoke")  # no rate chosen: no stage-1 extension
+    cfg = Task1Config.from_params(profile="smoke")
     assert [st.label for st in cfg.settings] == ["iid", "pairs", "pairs, digits"]
     assert cfg.settings[2].description.endswith("digit-spaced numbers")
-    grid = Task1Config.from_params(profile="smoke", head_lr_grid="0.0001,0.001", stage1_paper_beside=True)
-    assert "stage 1 at the paper's learning rate" in grid.settings[3].description
     full = Task1Config.from_params(profile="full")  # the pairs split on the protocol's seeds, it can rank
     assert [full.seeds_for(st) for st in full.settings] == [[0, 1, 2], [0, 1, 2], [0]]
-    none = Task1Config.from_params(profile="smoke", digits_variant_on="none", splits_reported="iid",
-                                         stage1_paper_beside=False)
+    none = Task1Config.from_params(profile="smoke", digits_variant_on="none", splits_reported="iid")
     assert [st.label for st in none.settings] == ["iid"]
-    paper = Task1Config.from_params(profile="smoke", stage1_paper_beside=True)  # stage 1 at the paper's rate
-    assert [st.label for st in paper.settings] == ["iid", "pairs", "pairs, digits"]  # already: the extension is moot
     digits = Task1Config.from_params(profile="smoke", number_format="digits")  # no variant of a variant
     assert [st.label for st in digits.settings] == ["iid, digits", "pairs, digits"]
-
-
-def test_the_stage_1_extension_holds_the_protocols_rates_on_its_seeds_and_is_refused_where_it_runs_already():
-    st = Setting("iid", stage1=STAGE1_PAPER)
-    choice = LrChoice({"stage1": 3e-4, "residual": 1e-3})
-    assert ranges.lrs_for(choice, st, 1e-4) == {"stage1": 1e-4, "residual": 1e-3}
-    assert ranges.lrs_for(choice, Setting("iid"), 1e-4) == choice.lrs
-    grid = {"head_lr_grid": "0.0001,0.001", "stage1_paper_beside": True}  # the extension needs a chosen stage 1
-    cfg = Task1Config.from_params(profile="full", **grid)
-    beside = next(s for s in cfg.settings if s.stage1 == STAGE1_PAPER)
-    assert cfg.seeds_for(cfg.settings[0]) == [0, 1, 2] and cfg.seeds_for(beside) == [0]
-    assert Task1Config.from_params(profile="full", stage1_beside_seeds=3, **grid).seeds_for(beside) == [0, 1, 2]
-    with pytest.raises(ParameterError, match="'stage1_paper_beside' must be False on the step decomposition"):
-        DecompositionConfig.from_params(profile="smoke", stage1_paper_beside=True)
 
 
 def test_tokenization_table_counts_digit_tokens(tiny_qwen):

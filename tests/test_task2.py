@@ -3,7 +3,7 @@
 import pandas as pd
 import pytest
 
-from redlib.configs.ranges import SPLIT_LABELS, STAGE1_PAPER
+from redlib.configs.ranges import SPLIT_LABELS
 from redlib.configs.task2_mixed import Task2Config
 from redlib.core.claims import load_claims
 from redlib.core.config import ParameterError
@@ -16,18 +16,17 @@ from redlib.tasks.mixed import PHRASINGS
 @pytest.fixture(scope="module")
 def tiny_tables(tiny_qwen, tmp_path_factory):
     cfg = Task2Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
-                                        head_lr_grid="0.01", head_lr_extend=0, stage1_paper_beside=True)
+                                  lr=0.01, head_lr=0.01)
     store = Store(tmp_path_factory.mktemp("cache"))
     bb = Backbone(cfg.backbone, cfg.k_trainable)
-    choice = ranges.choose(cfg, bb, store)
-    tables = [task2_mixed.evaluate(ranges.run(cfg, 0, st, bb, store, ranges.lrs_for(choice, st, cfg.lr))) for st in cfg.settings]
-    return cfg, ranges.stack(tables) | ranges.selection_tables(choice)
+    tables = [task2_mixed.evaluate(ranges.run(cfg, 0, st, bb, store)) for st in cfg.settings]
+    return cfg, ranges.stack(tables)
 
 
 def test_scores_by_operations_and_phrasing(tiny_tables):
     cfg, t = tiny_tables
     ov = t["overall"]
-    assert set(ov["run"]) == {"iid", "isolated", "iid, stage 1 at paper lr", "iid, 50/50 mix"}
+    assert set(ov["run"]) == {"iid", "isolated", "iid, 50/50 mix"}
     # "unseen": the test texts train does not hold (none on a split that isolates every symbolic form from train)
     assert ov["unseen_accuracy"].between(0, 1).all() or ov["unseen_accuracy"].isna().any()
     iso = ov[ov["run"] == "isolated"]
@@ -45,23 +44,6 @@ def test_claims_cover_every_task2_id_with_isolated_as_extension(tiny_tables):
     assert measured["t2.red.acc"]["run"] == "iid"
     assert SPLIT_LABELS["isolated"] in measured["t2.red.acc"]["extensions"]
     assert len(measured["t2.red.per_range"]["value"]) == 5
-
-
-def test_the_stage_1_extension_trains_stage_1_at_the_paper_rate_on_the_claims_data(tiny_tables):
-    cfg, t = tiny_tables
-    ext = next(st for st in cfg.settings if st.stage1 == STAGE1_PAPER)
-    assert (ext.split, ext.number_format) == (cfg.settings[0].split, cfg.settings[0].number_format)
-    ep = t["epochs"].set_index(["run", "stage"])["lr"]
-    assert ep[(ext.label, "stage 1")].item() == cfg.lr and ep[("iid", "stage 1")].item() == 0.01
-    rates = t["epochs"].groupby(["run", "stage"])["lr"].first().unstack("run")  # every other kind at the protocol's
-    assert (rates.drop(index="stage 1")[ext.label] == rates.drop(index="stage 1")["iid"]).all()
-    assert "lr_selection_stage1_paper" not in t  # no second choice
-    assert ext.description in task2_mixed.claims(cfg, t)["t2.red.acc"]["extensions"]
-    words = range_tables.stage1_beside("t2", cfg, t)["t2_stage1_beside"]
-    assert f"at {cfg.lr:g}" in words and "against" in words and "at 0.01 chosen" in words and "RED " in words
-    assert ext.label not in set(task2_mixed.data_table(cfg)["run"])  # the same data as the claims' setting
-    off = Task2Config.from_params(profile="smoke", stage1_paper_beside=False)
-    assert range_tables.stage1_beside("t2", off, t)["t2_stage1_beside"].startswith("not run")
 
 
 def test_data_table_measures_the_train_test_overlap():
@@ -127,10 +109,7 @@ def test_found_gives_every_value_the_prose_pastes(tiny_tables):
     values = task2_mixed.found(cfg, t, {cid: "holds" for cid in task2_mixed.claims(cfg, t)})
     prose = (project_root() / "notebooks" / "task2_mixed.py").read_text()
     named = set(re.findall(r"\{glue:text\}`(\w+)", prose))
-    # the ledger's words with stage 1 at the paper's rate, glued by the page's last step (`pages.glue_found`)
-    glued_in_page = {f"{p}_stage1_verdicts" for p in re.findall(r'beside="(\w+)"', prose)}
-    assert glued_in_page == {"t2_stage1_verdicts"}
-    assert named <= set(values) | glued_in_page, named - set(values) - glued_in_page
+    assert named <= set(values), named - set(values)
     assert all(isinstance(plain(v), (int, float, str)) for v in values.values())
 
 

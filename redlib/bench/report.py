@@ -140,6 +140,12 @@ def same_code(notebook: str, timing: dict) -> str:
     return "yes (same code)" if diff.returncode == 0 else f"no: code changed by {published[:7]}"
 
 
+# parameters removed with the learning-rate grid (issue 62), and the value that left a run as every run is now; the
+# grid's other knobs acted only through these
+RETIRED = {"head_lr_grid": ("none", None), "stage1_paper_beside": (False, None)}
+RETIRED_WITH = ("head_lr_extend", "lr_rung", "lr_keep", "stage1_beside_seeds")
+
+
 def current_profile(notebook: str, profile: str, timed: dict | None) -> str:
     """Whether a timing ran the page's profile as it is now: "yes", "no: <changed parameters>" or "not recorded"."""
     if timed is None:
@@ -151,8 +157,10 @@ def current_profile(notebook: str, profile: str, timed: dict | None) -> str:
     ignored = ("results_dir", "device", "workers")  # where results go, and knobs that cannot change a number
     # a switch added since the timing and off now leaves the run as it was timed
     new_and_off = {k for k in now if k not in timed and now[k] is False}
-    changed = sorted(k for k in set(now) | set(timed)
-                     if k not in ignored and k not in new_and_off and now.get(k) != timed.get(k))
+    # a parameter removed since, at the value that is now the only behaviour, leaves it so too
+    retired = {k for k in timed if k not in now and (k in RETIRED_WITH or timed[k] in RETIRED.get(k, ()))}
+    changed = sorted(k for k in set(now) | set(timed) if k not in ignored and k not in new_and_off | retired
+                     and now.get(k) != timed.get(k))
     return "yes" if not changed else "no: " + ", ".join(changed)
 
 

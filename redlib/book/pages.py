@@ -52,14 +52,11 @@ def claims_table(results, measured: dict[str, dict]) -> None:
                              f"setting{'s' * (len(ext.columns) > 1)})"))
 
 
-def glue_found(results, found, cfg, t: dict, beside: str | None = None) -> None:
-    """Glue the numbers and verdict words of a page's "What we found" (`found(cfg, t, verdicts)`); with `beside` (a
-    glue prefix), also the verdicts with stage 1 at the paper's rate, as `<beside>_stage1_verdicts`."""
+def glue_found(results, found, cfg, t: dict) -> None:
+    """Glue the numbers and verdict words of a page's "What we found" (`found(cfg, t, verdicts)`)."""
     from .glue import glue_values
 
     glue_values(found(cfg, t, ledger.verdicts(results.claims)))
-    if beside:
-        glue_values({f"{beside}_stage1_verdicts": ledger.verdicts_beside(results.claims, cfg.stage1_description())})
 
 
 def end(results) -> None:

@@ -344,22 +344,6 @@ def token_routes(samples: dict[str, pd.DataFrame], n_experts: int, per_line: int
     return check(fig)
 
 
-def lr_selection(t: dict[str, pd.DataFrame]) -> None:
-    """Show how a page chose its stages' learning rates (`red/selection.py`), when it chose them."""
-    from IPython.display import display
-
-    from ..red import selection
-
-    chosen = t.get("lr_selection")
-    if chosen is not None and not chosen.empty:
-        n = int(chosen["seeds"].max()) if "seeds" in chosen else 1
-        on = (f"stage 1's on the mean over the protocol's {n} seeds, every later kind's on seed "
-              f"{int(chosen['seed'].iloc[0])}" if n > 1 else f"seed {int(chosen['seed'].iloc[0])}")
-        display(styled(selection.summary(chosen), precision=4, caption=f"Learning rate of each stage kind, chosen on "
-                       f"the validation loss in the claims' setting ({on}) from one grid for every method; a kind's "
-                       "loss is the mean over its stages"))
-
-
 def training_tables(t: dict[str, pd.DataFrame], by: tuple[str, ...] = ("run", "stage")) -> None:
     """Show a page's epochs table (cap, patience, runs still improving at the cap) and its seconds per stage kind,
     per setting when `by` starts with the setting (`run`), mean over seeds."""
@@ -367,7 +351,6 @@ def training_tables(t: dict[str, pd.DataFrame], by: tuple[str, ...] = ("run", "s
 
     from ..experiments.range_tables import FAR_FACTOR, FAR_MARGIN, epochs_table, stage1_seeds
 
-    lr_selection(t)
     first = t["epochs"]["run"].iloc[0] if "run" in t["epochs"] else None  # the claims' setting comes first
     display(styled(stage1_seeds(t["epochs"], first), precision=4, hide_index=True,
                    caption=f"Stage 1 of every seed{f' ({first})' if first else ''}: a seed whose validation loss lies "

@@ -16,14 +16,9 @@ FORMS = ("paper", "code")
 class MnistConfig(RedConfig):
     """The MNIST label-pair benchmark: small CNN, five label-pair domains, RED and the baselines in both forms."""
 
-    lr: float = param(0.001, 'AdamW learning rate of stage 1, the CNN from scratch with the global head, with '
-                             'head_lr_grid "none" (the research code: 1e-3)')
-    head_lr: float = param(0.001, 'AdamW lr of every expert, router and residual with head_lr_grid "none" (the '
-                                  "research code: 1e-3)")
-    head_lr_grid: str | None = param(None, "each stage kind's lr, stage 1 included, chosen on validation loss from "
-                                           "these (\"none\": lr for stage 1, head_lr for the rest, the research "
-                                           "code's); the smoke profile keeps those rates: on its 3-epoch runs the "
-                                           "choice falls on validation losses' last bits, which differ between CPUs")
+    lr: float = param(0.001, "AdamW learning rate of stage 1, the CNN from scratch with the global head (the "
+                             "research code: 1e-3)")
+    head_lr: float = param(0.001, "AdamW lr of every expert, router and residual (the research code: 1e-3)")
     patience: int | None = param(10, "early-stopping patience in epochs of every stage (the research code: 3; our "
                                      "guard: 10)")
     backbone_fraction: float = param(0.1, "share of train, balanced by label, used for stage 1 (the research code: "
@@ -44,10 +39,8 @@ class MnistConfig(RedConfig):
     BALANCED_BASE: ClassVar[bool] = True  # stage 1's rows: as many of each digit (the research code's base)
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {"judged_forms": FORMS}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"double_cap": False, "n_seeds": 1, "max_epochs": 3, "backbone_epochs": 3, "backbone_patience": 3,
-                  "head_lr_grid": "none"},
-        "full": {"double_cap": True, "n_seeds": 5, "max_epochs": 150, "backbone_epochs": 150,
-                 "head_lr_grid": "none"},
+        "smoke": {"double_cap": False, "n_seeds": 1, "max_epochs": 3, "backbone_epochs": 3, "backbone_patience": 3},
+        "full": {"double_cap": True, "n_seeds": 5, "max_epochs": 150, "backbone_epochs": 150},
     }
 
     def check(self) -> None:

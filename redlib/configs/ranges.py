@@ -11,33 +11,26 @@ from ..tasks.arithmetic import NUMBER_FORMATS
 
 SPLIT_LABELS = {"iid": "iid split (the paper's protocol)", "pairs": "pairs split (unseen operand pairs)",
                 "isolated": "isolated split (no symbolic form in two splits)"}
-STAGE1_PAPER = "paper"  # Setting.stage1 of the extension whose stage 1 trains at the paper's rate
 
 
 @dataclass(frozen=True)
 class Setting:
-    """One data setting a page measures: a split and a number format (and, for one extension, stage 1 held at the
-    paper's learning rate instead of the chosen one)."""
+    """One data setting a page measures: a split and a number format (and, for a mixed task, a step mix)."""
 
     split: str
     number_format: str = "whole"
-    stage1: str = "chosen"  # "chosen" (on validation loss, as every stage kind) or STAGE1_PAPER
     mix: str = ""  # a mixed task's share of expressions per number of operations ("": the config's `step_mix`)
 
     @property
     def label(self) -> str:
-        """Short name, the `run` column of the tables: "iid", "pairs", "pairs, digits", "iid, stage 1 at paper lr",
-        "iid, 50/50 mix"."""
+        """Short name, the `run` column of the tables: "iid", "pairs", "pairs, digits", "iid, 50/50 mix"."""
         data = self.split if self.number_format == "whole" else f"{self.split}, {self.number_format}"
-        return (data + (", stage 1 at paper lr" if self.stage1 == STAGE1_PAPER else "")
-                + (f", {mix_words(self.mix)} mix" if self.mix else ""))
+        return data + (f", {mix_words(self.mix)} mix" if self.mix else "")
 
     @property
     def description(self) -> str:
         """Long name, for the ledger's extension columns."""
         return (SPLIT_LABELS[self.split] + (", digit-spaced numbers" if self.number_format == "digits" else "")
-                + (", stage 1 at the paper's learning rate, every other stage kind at the protocol's rates"
-                   if self.stage1 == STAGE1_PAPER else "")
                 + (f", {mix_words(self.mix)} one/two-operation mix" if self.mix else ""))
 
 
@@ -76,11 +69,6 @@ class RangeTaskConfig:
     extension_seeds: int = param(1, "seeds each extension setting runs (the claims' setting runs n_seeds)")
     split_seeds: int | None = param(None, "seeds the other split runs, with the claims' number format (an extension "
                                           "where the split leaves room to rank the methods)")
-    stage1_paper_beside: bool | None = param(None, "also run the claims' setting with stage 1 at the paper's rate "
-                                                   "(`lr`) and every other stage kind at the rates the protocol chose, "
-                                                   "as an extension")
-    stage1_beside_seeds: int = param(1, "seeds the stage-1 extension runs (the first ones; the claims' setting runs "
-                                        "n_seeds)")
 
     SIZES: ClassVar[dict[str, tuple[int, int, int]]] = SIZES
     NAMESPACE: ClassVar[str] = ""  # the task's stage-cache namespace ("task1", "task2")
@@ -91,8 +79,8 @@ class RangeTaskConfig:
         if self.k_trainable < 0:
             raise ParameterError(f"parameter 'k_trainable' must be >= 0, got {self.k_trainable}")
         optional = [n for n in ("split_seeds",) if getattr(self, n) is not None]  # None: `extension_seeds`
-        self.require_positive("extension_seeds", "stage1_beside_seeds", *optional)
-        self.require_at_most(MAX_SEEDS, "extension_seeds", "stage1_beside_seeds", *optional)
+        self.require_positive("extension_seeds", *optional)
+        self.require_at_most(MAX_SEEDS, "extension_seeds", *optional)
 
     def preflight(self) -> None:
         """The backbone folder holds a model with at least k_trainable blocks (checked before torch loads); the device
@@ -111,40 +99,22 @@ class RangeTaskConfig:
         """Every (split, number format) measured: the claims' setting first, then the extensions."""
         splits = [self.split] + [s for s in str(self.splits_reported).split(",") if s != self.split]
         extra = str(self.digits_variant_on).split(",") if self.number_format == "whole" else []
-        beside = [Setting(self.split, self.number_format, STAGE1_PAPER)] if self.stage1_beside() else []
-        return ([Setting(sp, self.number_format) for sp in splits] + [Setting(sp, "digits") for sp in extra if sp in splits]
-                + beside)
-
-    def stage1_beside(self) -> bool:
-        """Whether the page runs the extension with stage 1 at the paper's rate (only when stage 1 is chosen at all)."""
-        return bool(self.stage1_paper_beside) and bool(self.lr_grid())
-
-    def stage1_description(self) -> str | None:
-        """The stage-1 extension's label in the claims' extensions (None where it does not run)."""
-        return next((st.description for st in self.settings if st.stage1 == STAGE1_PAPER), None)
+        return [Setting(sp, self.number_format) for sp in splits] + [Setting(sp, "digits") for sp in extra if sp in splits]
 
     def seeds_for(self, setting: Setting) -> list[int]:
-        """The seeds a setting runs: all `n_seeds` on the claims' setting (the paper's protocol), the first
-        `stage1_beside_seeds` on the stage-1 extension, `split_seeds` on the other split in the claims' number format,
-        and the first `extension_seeds` on each other extension."""
+        """The seeds a setting runs: all `n_seeds` on the claims' setting (the paper's protocol), `split_seeds` on the
+        other split in the claims' number format, and the first `extension_seeds` on each other extension."""
         main = self.settings[0]
         if setting == main:
             return self.seeds
         other_split = setting.split != main.split and setting.number_format == main.number_format
-        if setting.stage1 == STAGE1_PAPER:
-            n = self.stage1_beside_seeds
-        else:
-            n = (self.split_seeds or self.extension_seeds) if other_split else self.extension_seeds
+        n = (self.split_seeds or self.extension_seeds) if other_split else self.extension_seeds
         return list(range(self.seed, self.seed + n))
 
     def runs_label(self) -> str:
         """Which seeds run on which setting, in words: the paper's protocol first, then the extensions."""
         main, *ext = self.settings
         text = f"seeds {self.seeds_for(main)} on the {main.label} setting (the paper's protocol)"
-        beside = [st for st in ext if st.stage1 == STAGE1_PAPER]
-        ext = [st for st in ext if st not in beside]
-        if beside:
-            text += f"; seeds {self.seeds_for(beside[0])} with stage 1 at the paper's rate ({beside[0].label})"
         by_seeds: dict[tuple[int, ...], list[str]] = {}
         for st in ext:
             by_seeds.setdefault(tuple(self.seeds_for(st)), []).append(st.label)

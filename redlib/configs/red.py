@@ -9,14 +9,12 @@ from typing import ClassVar
 from ..core.config import MAX_EPOCHS, MAX_WIDTH, ExperimentConfig, ParameterError, param
 from ..core.settings import TrainConfig
 
-MAX_LR_STEPS = 4  # head_lr_extend's bound: 3e-3 -> 1e-2 -> 3e-2 -> 1e-1 -> 3e-1 (rates stay <= 1)
-
 
 @dataclass
 class RedConfig(ExperimentConfig):
     """The RED pipeline's knobs, the paper's values as defaults; a task's config adds its data's."""
 
-    lr: float = param(1e-4, 'AdamW learning rate of stage 1 with head_lr_grid "none" (the paper: 1e-4)')
+    lr: float = param(1e-4, "AdamW learning rate of stage 1 (the paper: 1e-4)")
     max_epochs: int | None = param(None, "first epoch cap of the experts, residuals, routers and heads (the paper: 60; "
                                          "with double_cap a cap never decides)")
     patience: int | None = param(10, "early-stopping patience in epochs of every stage (the paper: 3; our guard: 10)")
@@ -27,17 +25,7 @@ class RedConfig(ExperimentConfig):
     backbone_epochs: int | None = param(None, "cap for stage 1 (the paper: 60)")
     backbone_patience: int | None = param(None, "early-stopping patience of stage 1 (the paper: 3): enough that a "
                                                 "plateau does not end it")
-    head_lr: float = param(1e-4, 'AdamW lr of every expert, router and residual with head_lr_grid "none" (the paper: '
-                                 "1e-4)")
-    head_lr_grid: str = param("none", "\"none\" (the protocol: lr for stage 1, head_lr for the rest, the paper's); "
-                                      "or an extension: each stage kind's lr, stage 1 included, chosen on validation "
-                                      "loss from these rates")
-    head_lr_extend: int = param(2, "a kind whose best rate is the largest tried is tried at the next rate up (1, 3, 10 "
-                                   "series), at most this many times (0: the grid only)")
-    lr_rung: int | None = param(0, "successive halving of the grid: every try first trains this many epochs, then "
-                                      "only each kind's lr_keep rates with the lowest validation loss go on to the "
-                                      "end (0: every try runs to the end, the full grid)")
-    lr_keep: int = param(2, "rates of each stage kind that go on after the rung (with lr_rung > 0)")
+    head_lr: float = param(1e-4, "AdamW lr of every expert, router and residual (the paper: 1e-4)")
     expert_hidden: int = param(0, "hidden width of the classifier experts (0: the paper's linear expert d -> C)")
     router_hidden: int = param(256, "hidden width of the two-layer router (the paper: 256)")
     rank_divisor: int = param(4, "the residual rank is d / rank_divisor (the paper: d/4)")
@@ -46,34 +34,15 @@ class RedConfig(ExperimentConfig):
     def check(self) -> None:
         super().check()
         optional = [n for n in ("backbone_patience",) if getattr(self, n) is not None]  # None: `patience`
-        self.require_positive("backbone_epochs", "rank_divisor", "lr_keep", *optional)
-        if self.lr_rung is not None and not 0 <= self.lr_rung <= MAX_EPOCHS:
-            raise ParameterError(f"parameter 'lr_rung' must be in [0, {MAX_EPOCHS}] (0: the full grid), got {self.lr_rung}")
+        self.require_positive("backbone_epochs", "rank_divisor", *optional)
         self.require_at_most(MAX_EPOCHS, "backbone_epochs", *optional)
         self.require_at_most(MAX_WIDTH, "expert_hidden", "router_hidden", "rank_divisor")
         self.require_finite("head_lr", "code_scale")
-        self.lr_grid()
-        if not 0 <= self.head_lr_extend <= MAX_LR_STEPS:
-            raise ParameterError(f"parameter 'head_lr_extend' must be in [0, {MAX_LR_STEPS}], got {self.head_lr_extend}")
         if not 0 < self.backbone_fraction <= 1:
             raise ParameterError(f"parameter 'backbone_fraction' must be in (0, 1], got {self.backbone_fraction}")
         if self.expert_hidden < 0 or self.router_hidden < 1:
             raise ParameterError(f"parameters 'expert_hidden' (0: a linear expert) must be >= 0 and 'router_hidden' >= 1, "
                                  f"got {self.expert_hidden} and {self.router_hidden}")
-
-    def lr_grid(self) -> list[float]:
-        """The learning rates each stage kind is tried at ([]: "none", stage 1 at `lr` and the rest at `head_lr`)."""
-        text = str(self.head_lr_grid).strip()
-        if text == "none":
-            return []
-        try:
-            grid = [float(v) for v in text.split(",")]
-        except ValueError:
-            grid = []
-        if not grid or len(grid) > 8 or len(set(grid)) < len(grid) or not all(0 < v <= 1 for v in grid):
-            raise ParameterError(f"parameter 'head_lr_grid' must be 'none' or 1 to 8 distinct comma-separated learning "
-                                 f"rates in (0, 1], e.g. '0.0001,0.001', got {self.head_lr_grid!r}")
-        return grid
 
     # the released code's MoE over its residual-trained logit experts, as an extra stage (the MNIST page's)
     CODE_MOE: ClassVar[bool] = False
@@ -96,8 +65,7 @@ class RedConfig(ExperimentConfig):
 
 def protocol_words(cfg: RedConfig) -> str:
     """How a page's stages trained, in words, from its resolved parameters (the page's protocol sentence)."""
-    rates = (f"AdamW at lr {cfg.lr:g}" + ("" if cfg.head_lr == cfg.lr else f" (stage 1), {cfg.head_lr:g} (the rest)")
-             if not cfg.lr_grid() else f"each stage kind at the rate chosen on validation loss from {cfg.head_lr_grid}")
+    rates = f"AdamW at lr {cfg.lr:g}" + ("" if cfg.head_lr == cfg.lr else f" (stage 1), {cfg.head_lr:g} (the rest)")
     experts = ("linear classifier experts" if not cfg.expert_hidden
                else f"classifier experts with a hidden layer of {cfg.expert_hidden}")
     s1_patience = cfg.backbone_patience or cfg.patience

@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..core.config import MAX_EPOCHS, MAX_SAMPLES, MAX_WIDTH, ParameterError, param
+from ..core.config import MAX_EPOCHS, MAX_SAMPLES, MAX_WIDTH, param
 from .ranges import RangeTaskConfig
 from .red import RedConfig
 from .task2_mixed import MixedTaskConfig
@@ -31,12 +31,10 @@ class DecompositionConfig(MixedTaskConfig, RangeTaskConfig, RedConfig):
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
                   "backbone_patience": 3, "split_seeds": 1, "op_samples": 1000, "tagger_epochs": 3,
-                  "tagger_samples": 2000, "splits_reported": "iid,isolated", "digits_variant_on": "none",
-                  "stage1_paper_beside": False},
+                  "tagger_samples": 2000, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
         "full": {"double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
                  "split_seeds": 1, "op_samples": 20_000, "tagger_epochs": 10,
-                 "tagger_samples": 4000, "splits_reported": "iid,isolated", "digits_variant_on": "none",
-                 "stage1_paper_beside": False},
+                 "tagger_samples": 4000, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
     }
 
     def check(self) -> None:
@@ -46,9 +44,6 @@ class DecompositionConfig(MixedTaskConfig, RangeTaskConfig, RedConfig):
         self.require_at_most(MAX_EPOCHS, "tagger_epochs")
         self.require_at_most(MAX_SAMPLES, "op_samples", "tagger_samples")
         self.require_finite("tagger_lr")
-        if self.stage1_paper_beside:
-            raise ParameterError("parameter 'stage1_paper_beside' must be False on the step decomposition: its "
-                                 "attribution already runs stage 1 at two rates")
 
     def data_words(self) -> str:
         return (f"step mix `{self.step_mix}`, {self.op_samples} training steps per operation, the decomposer trained "

@@ -47,10 +47,10 @@ class Task2Config(MixedTaskConfig, RangeTaskConfig, RedConfig):
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
                   "backbone_patience": 3, "split_seeds": 1, "splits_reported": "iid,isolated",
-                  "digits_variant_on": "none", "stage1_paper_beside": False},
+                  "digits_variant_on": "none"},
         "full": {"double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
                  "split_seeds": 1, "splits_reported": "iid,isolated",
-                 "digits_variant_on": "none", "stage1_paper_beside": False},
+                 "digits_variant_on": "none"},
     }
 
     def check(self) -> None:

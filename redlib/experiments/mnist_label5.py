@@ -22,10 +22,9 @@ from ..core.metrics import confusion
 from ..core.runtime import resolve_device
 from ..core.store import Store
 from ..core.settings import progress_enabled
-from ..red import methods, selection
+from ..red import methods
 from ..red.encoders import ImageEncoder
 from ..red.pipeline import RedRun, TaskData, run_red
-from ..red.selection import LrChoice
 from ..red.stages import Stages
 from ..tasks.mnist import DOMAIN_NAMES, N_CLASSES, Arrays, domain_of, splits, to_tensor
 from . import range_tables
@@ -67,27 +66,19 @@ def task(cfg: MnistConfig, data: dict[str, Arrays], seed: int) -> tuple[TaskData
     return td, ImageEncoder(to_tensor(images), resolve_device(cfg.device))
 
 
-def choose(cfg: MnistConfig, store: Store) -> LrChoice:
-    """Every stage kind's learning rate, chosen on validation loss: stage 1's on every seed (each its digits and
-    split), the later kinds' on the first."""
-    others = tuple((*task(cfg, load(cfg, s), s), s) for s in cfg.seeds[1:])
-    return selection.select(cfg, *task(cfg, load(cfg, cfg.seed), cfg.seed), store, cfg.seed, others)
-
-
-def run(cfg: MnistConfig, seed: int, data: dict[str, Arrays], store: Store,
-        lrs: dict[str, float] | None = None) -> RedRun:
+def run(cfg: MnistConfig, seed: int, data: dict[str, Arrays], store: Store) -> RedRun:
     """Every stage for one seed (cached stages load): the images as items, the CNN as the encoder."""
-    return run_red(cfg, *task(cfg, data, seed), store, seed, lrs)
+    return run_red(cfg, *task(cfg, data, seed), store, seed)
 
 
-def stage1_by_split(cfg: MnistConfig, store: Store, lrs: dict[str, float]) -> pd.DataFrame:
-    """Stage 1 at its chosen rate for every training seed on every seed's split (the protocol's runs, the diagonal,
+def stage1_by_split(cfg: MnistConfig, store: Store) -> pd.DataFrame:
+    """Stage 1 for every training seed on every seed's split (the protocol's runs, the diagonal,
     load): a seed far from the others is told apart from a harder split. One row per (training seed, split)."""
     rows, parts = [], {p: replace(cfg, split_seed=p) for p in dict.fromkeys(cfg.split_for(s) for s in cfg.seeds)}
     data = {p: load(fixed, p) for p, fixed in parts.items()}
     for p, s in tqdm([(p, s) for p in parts for s in cfg.seeds], desc="stage 1 per split",
                      disable=not progress_enabled()):
-        st = Stages(parts[p], *task(parts[p], data[p], s), store, s, lrs={"stage1": lrs.get("stage1", cfg.lr)})
+        st = Stages(parts[p], *task(parts[p], data[p], s), store, s)
         st.base()
         e = st.epochs[-1]
         rows.append({"training seed": s, "split": p, "val loss": e["val loss"], "epochs run": e["epochs run"],
@@ -170,7 +161,6 @@ def found(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_tra
     rt = t["router_accuracy"]
     routing = t["routing"].groupby("digit").mean().drop(columns="seed")
     return {
-        **selection.found("mn", cfg, t.get("lr_selection")),
         "mn_data": cfg.data_label, "mn_n_seeds": seeds_words(len(cfg.seeds)), "mn_n_train": n_train,
         "mn_ties": range_tables.ties_words(ov),
         "mn_split": "one test split for every seed" if cfg.split_seed is not None else "each seed its own test split",

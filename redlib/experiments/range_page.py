@@ -1,8 +1,7 @@
 """A range page's runs: every seed and setting of Task 1, Task 2 or the step decomposition, in one call.
 
-The page chooses each stage kind's learning rate first (its stage-1 runs trained side by side beforehand,
-`stage1_runs.py`), then runs the claims' setting and every extension setting on their seeds, the claims'
-setting first, and stacks each run's tables into one table per name (each row tagged with its seed and setting).
+A Task 1 / Task 2 page trains its stage-1 runs side by side first (`stage1_runs.py`), then runs the claims' setting
+and every extension setting on their seeds, the claims' setting first, and stacks each run's tables into one table per name (each row tagged with its seed and setting).
 """
 
 from __future__ import annotations
@@ -24,22 +23,20 @@ Tables = dict[str, pd.DataFrame]
 def run_all(cfg: RangeTaskConfig, bb: Backbone, store: Store, title: str, evaluate: Callable[[RangeRun], Tables],
             extra: Tables | None = None) -> tuple[Tables, dict[str, RangeRun]]:
     """Every seed and setting of a Task 1 / Task 2 page, each run scored by `evaluate`: the stacked tables (then
-    `extra` and the learning-rate selection's) and each setting's first run by its label, the claims' setting first
-    (for the figures: a page at the ceiling in the claims' setting shows one with room to rank)."""
-    choice = stage1_runs.choose(cfg, bb, store)
+    `extra`) and each setting's first run by its label, the claims' setting first (for the figures: a page at the
+    ceiling in the claims' setting shows one with room to rank)."""
+    stage1_runs.train_page(cfg, bb, store)
     tables, firsts = [], {}
     for st, s in ranges.every_run(cfg, title):
-        run = ranges.run(cfg, s, st, bb, store, ranges.lrs_for(choice, st, cfg.lr))
+        run = ranges.run(cfg, s, st, bb, store)
         tables.append(evaluate(run))  # right after the run: bb holds this run's trained blocks
         firsts.setdefault(st.label, run)
-    return ranges.stack(tables) | (extra or {}) | ranges.selection_tables(choice), firsts
+    return ranges.stack(tables) | (extra or {}), firsts
 
 
 def run_decomposition(cfg: DecompositionConfig, bb: Backbone, store: Store) -> Tables:
-    """Every seed and setting of the step-decomposition page (op experts at the rates chosen on validation loss; the
-    selection's stage-1 tries trained side by side first)."""
-    stage1_runs.train_grid(cfg, bb, store)
-    choice = step_decomposition.choose(cfg, bb, store)
-    tables = [step_decomposition.run(cfg, s, st, bb, store, choice.lrs) for st, s in ranges.every_run(cfg, "decomposition")]
+    """Every seed and setting of the step-decomposition page (op experts at the config's rates), then the 2x2
+    attribution where the config asks for it."""
+    tables = [step_decomposition.run(cfg, s, st, bb, store) for st, s in ranges.every_run(cfg, "decomposition")]
     extra = {"attribution": step_decomposition.attribution(cfg, bb, store)} if cfg.attribution else {}
-    return ranges.stack(tables) | extra | ranges.selection_tables(choice)
+    return ranges.stack(tables) | extra

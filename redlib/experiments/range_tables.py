@@ -13,7 +13,6 @@ from ..core.claims import CEILING, load_claims
 from ..core.settings import still_improving
 from ..red.methods import TIES
 from .ranges import NEAR, PAPER_KEYS
-from ..configs.ranges import RangeTaskConfig, STAGE1_PAPER
 
 
 def verdict_tally(v: dict[str, str]) -> str:
@@ -209,24 +208,3 @@ def unfit_causes(epochs: pd.DataFrame, unfit: pd.Series, claims: pd.Series, by: 
 
 
 FIT_LOSS = 1e-3  # validation cross-entropy (nats) under which a stage counts as already fit
-
-
-def stage1_beside(prefix: str, cfg: RangeTaskConfig, t: dict[str, pd.DataFrame]) -> dict[str, str]:
-    """`<prefix>_stage1_beside`: the claims' setting with stage 1 at the paper's rate against the chosen stage 1,
-    seed by seed (test accuracy and its paired difference, and stage 1's validation loss), in words."""
-    key, ext = f"{prefix}_stage1_beside", [st for st in cfg.settings if st.stage1 == STAGE1_PAPER]
-    if not ext:
-        return {key: "not run (`stage1_paper_beside=False`, or `head_lr_grid='none'`: stage 1 at the paper's rate)"}
-    main, st, ov, ep = cfg.settings[0], ext[0], t["overall"], t["epochs"]
-    seeds = sorted(ov[ov["run"] == st.label]["seed"].unique().tolist())
-    acc = {run: ov[(ov["run"] == run) & ov["seed"].isin(seeds)].pivot_table(index="seed", columns="method",
-                                                                            values="accuracy")
-           for run in (st.label, main.label)}
-    s1 = {run: ep[(ep["run"] == run) & ep["seed"].isin(seeds) & (ep["stage"] == "stage 1")] for run in acc}
-    loss = {run: f"{s1[run]['val loss'].mean():.4g} at {float(s1[run]['lr'].iloc[0]):g}" for run in acc}
-    diff = acc[st.label] - acc[main.label]  # seeds x methods, paired by seed
-    words = "; ".join(f"{m} {acc[st.label][m].mean():.3f} ({diff[m].mean():+.3f}: "
-                      + ", ".join(f"{d:+.3f}" for d in diff[m]) + ")" for m in ("RED", "softmax MoE", "global head"))
-    return {key: f"seed{'s' * (len(seeds) > 1)} {', '.join(map(str, seeds))}; stage 1's validation loss (mean) "
-                 f"{loss[st.label]}, against {loss[main.label]} chosen; test accuracy with it, and (in brackets) its "
-                 f"difference from the chosen stage 1 on the same seed, mean then seed by seed: {words}"}

@@ -24,12 +24,11 @@ from ..core.runtime import resolve_device
 from ..core.store import Store
 from ..core.settings import progress_enabled
 from ..models.backbone import Backbone
-from ..red import methods, selection
+from ..red import methods
 from ..red.encoders import TextEncoder
-from ..configs.ranges import STAGE1_PAPER, RangeTaskConfig, Setting
+from ..configs.ranges import RangeTaskConfig, Setting
 from ..configs.red import RedConfig, protocol_words
 from ..red.pipeline import RedRun, TaskData, run_red
-from ..red.selection import LrChoice
 from ..tasks.arithmetic import BOUNDARY_SUMS, MIN_SUM, N_CLASSES, RANGE_NAMES
 
 # the paper's name of each method in the claims file (t1.<key>.acc, t2.<key>.per_range ...)
@@ -147,42 +146,9 @@ def run_on(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: 
     return RangeRun(setting, run_red(cfg, data, encoder, store, seed, lrs), frames, encoder)
 
 
-def choose_on(cfg: RedConfig, namespace: str, frames: dict[str, pd.DataFrame], key: dict, bb: Backbone, store: Store,
-              domain: Domain = RANGES, others: tuple[tuple[dict[str, pd.DataFrame], dict, int], ...] = ()) -> LrChoice:
-    """Every stage kind's learning rate, chosen on the validation loss of these frames (`red/selection.py`), stage 1's
-    on the mean over them and the `others` (each seed's frames, key and seed)."""
-    def seeded(frames_: dict[str, pd.DataFrame], key_: dict, seed: int) -> selection.Seeded:
-        data, texts = task_data(namespace, frames_, key_, domain)
-        return data, TextEncoder(bb, texts, store, namespace), seed
-
-    data, encoder, _ = seeded(frames, key, cfg.seed)
-    return selection.select(cfg, data, encoder, store, cfg.seed, tuple(seeded(*o) for o in others))
-
-
-def run(cfg: RangeTaskConfig, seed: int, setting: Setting, bb: Backbone, store: Store,
-        lrs: dict[str, float] | None = None) -> RangeRun:
-    """A range task's every stage for one seed and setting (cached stages load), the small stages at `lrs`."""
-    return run_on(cfg, cfg.NAMESPACE, seed, setting, *frames(cfg, seed, setting), bb, store, lrs=lrs)
-
-
-def choose(cfg: RangeTaskConfig, bb: Backbone, store: Store) -> LrChoice:
-    """A range task's learning rate per stage kind, chosen on validation loss in the claims' setting: stage 1's on
-    every seed of the protocol, the later kinds' on the first."""
-    main = cfg.settings[0]
-    others = tuple((*frames(cfg, s, main), s) for s in cfg.seeds_for(main)[1:])
-    return choose_on(cfg, cfg.NAMESPACE, *frames(cfg, cfg.seed, main), bb, store, others=others)
-
-
-def lrs_for(choice: LrChoice, setting: Setting, paper_lr: float) -> dict[str, float]:
-    """The learning rates a setting's runs train at: the page's choice; for the stage-1 extension, stage 1 at the
-    paper's rate `paper_lr` and every other kind at the choice's."""
-    return {**choice.lrs, "stage1": paper_lr} if setting.stage1 == STAGE1_PAPER else choice.lrs
-
-
-def selection_tables(choice: LrChoice) -> dict[str, pd.DataFrame]:
-    """The result tables of a page's learning-rate choice: `lr_selection`, and `lr_curves` (every try's validation
-    loss per epoch: what a rule that stops the tries early would have seen)."""
-    return {"lr_selection": choice.table, "lr_curves": choice.curves}
+def run(cfg: RangeTaskConfig, seed: int, setting: Setting, bb: Backbone, store: Store) -> RangeRun:
+    """A range task's every stage for one seed and setting (cached stages load)."""
+    return run_on(cfg, cfg.NAMESPACE, seed, setting, *frames(cfg, seed, setting), bb, store)
 
 
 def evaluate(r: RangeRun, subsets: dict[str, np.ndarray] | None = None) -> dict[str, pd.DataFrame]:

@@ -24,7 +24,6 @@ from ..models.backbone import Backbone
 from ..red import methods, perturbation
 from ..red.encoders import Encoder
 from ..red.pipeline import RedConfig, RedRun, retrain_experts, retrain_residuals, router_over, run_red
-from ..red.selection import LrChoice
 from . import mnist_label5, ranges
 from ..configs.ranges import Setting
 
@@ -44,23 +43,14 @@ class Loaded:
     range_run: ranges.RangeRun | None = None  # the arithmetic tasks' frames (boundary sums)
 
 
-def choose(cfg: RobustnessConfig, task: str, store: Store, bb: Backbone | None = None) -> LrChoice:
-    """The learning rates the source page chose for its small stages (loaded from the cache after that page ran)."""
-    src = cfg.sources()[task]
-    if task == "mnist":
-        return mnist_label5.choose(src, store)
-    return ranges.choose(src, bb, store)
-
-
 def load(cfg: RobustnessConfig, task: str, seed: int, store: Store, bb: Backbone | None = None,
-         digits: dict | None = None, lrs: dict[str, float] | None = None) -> Loaded:
-    """The run of one seed of a source page (Task 1 and Task 2 on the paper's iid split; cached stages load), its
-    small stages at `lrs` (the source page's choice)."""
+         digits: dict | None = None) -> Loaded:
+    """The run of one seed of a source page (Task 1 and Task 2 on the paper's iid split; cached stages load)."""
     src = cfg.sources()[task]
     if task == "mnist":
         data, enc = mnist_label5.task(src, digits if digits is not None else mnist_label5.load(src, seed), seed)
-        return Loaded(task, src, run_red(src, data, enc, store, seed, lrs), enc)
-    rr = ranges.run(src, seed, Setting(src.split), bb, store, lrs)
+        return Loaded(task, src, run_red(src, data, enc, store, seed), enc)
+    rr = ranges.run(src, seed, Setting(src.split), bb, store)
     return Loaded(task, src, rr.red, rr.encoder, rr)
 
 

@@ -27,7 +27,6 @@ from ..models.backbone import Backbone
 from ..models.tagger import TAGS, Tagger, predict_tags, tag_of, tagging_loss
 from ..red import methods
 from ..red.types import STAGE_KINDS as RED_KINDS
-from ..red.selection import LrChoice
 from ..tasks.arithmetic import MIN_SUM
 from ..tasks.mixed import OPS, step_text
 from ..tasks.mixed_data import make_task2, step_pairs
@@ -74,13 +73,6 @@ def _ops_data(cfg: DecompositionConfig, seed: int, setting: Setting) -> tuple[di
 OPS_DOMAIN = ("domain", ["add", "subtract"], "op")
 
 
-def choose(cfg: DecompositionConfig, bb: Backbone, store: Store) -> LrChoice:
-    """The op experts' learning rate per stage kind, chosen on validation loss in the claims' setting (stage 1's on
-    every seed, the later kinds' on the first)."""
-    others = tuple((*_ops_data(cfg, s, cfg.settings[0]), s) for s in cfg.seeds_for(cfg.settings[0])[1:])
-    return ranges.choose_on(cfg, NAMESPACE, *_ops_data(cfg, cfg.seed, cfg.settings[0]), bb, store, OPS_DOMAIN, others)
-
-
 def train_ops(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store,
               lrs: dict[str, float] | None = None) -> ranges.RangeRun:
     """The op experts' pipeline run (cached stages load); its test part holds every possible step once."""
@@ -88,7 +80,7 @@ def train_ops(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbon
     return ranges.run_on(cfg, NAMESPACE, seed, setting, frames, key, bb, store, OPS_DOMAIN, lrs)
 
 
-# the attribution's rates (stage 1, small stages): 1e-3 is where the learning-rate grid put both, 1e-4 the paper's
+# the attribution's rates (stage 1, small stages): 1e-3 is where our earlier learning-rate grid put both, 1e-4 the paper's
 ATTRIBUTION_RATES = (1e-3, 1e-4)
 STAGE_KINDS_SMALL = [k for k in RED_KINDS if k not in ("prefix", "stage1", "features")]
 
@@ -248,13 +240,11 @@ def decompose(model: Tagger, bb: Backbone, df: pd.DataFrame) -> list[Program | N
     return [assemble(text, t, [tuple(o) for o in off]) for text, t, off in zip(df["text"], tags, enc["offsets"].tolist())]
 
 
-def run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store,
-        lrs: dict[str, float] | None = None) -> dict[str, pd.DataFrame]:
-    """One seed and setting: op experts (small stages at `lrs`), decomposer, and the test programs executed with true
-    and decoded programs."""
+def run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store) -> dict[str, pd.DataFrame]:
+    """One seed and setting: op experts, decomposer, and the test programs executed with true and decoded programs."""
     spec = spec_for(cfg, seed, setting)
     frames = make_task2(spec)
-    ops = train_ops(cfg, seed, setting, bb, store, lrs)
+    ops = train_ops(cfg, seed, setting, bb, store)
     tagger = train_decomposer(cfg, seed, frames, {"spec": asdict(spec)}, bb, store)
     test = frames["test"]
     truth = list(zip(test["operands"], test["ops"]))

@@ -17,8 +17,7 @@ from ..core import measure
 from ..core.claims import CEILING, VALUE_TOL, listing, load_claims, ranking, verdict_keys
 from ..models.backbone import Backbone
 from ..red.cost import parameter_cost
-from ..red import selection
-from ..configs.ranges import SPLIT_LABELS, STAGE1_PAPER, Setting
+from ..configs.ranges import SPLIT_LABELS, Setting
 from ..configs.red import protocol_words
 from ..configs.task1_addition import Task1Config
 from ..tasks.arithmetic import N_CLASSES, NUMBER_FORMATS, RANGE_NAMES, TEMPLATES, Task1Spec, format_numbers
@@ -70,7 +69,7 @@ def case_study(r: ranges.RangeRun, bb: Backbone, queries: list[str] = QUERIES) -
 def data_table(cfg: Task1Config) -> pd.DataFrame:
     """Sizes, distinct questions, train/test overlap and samples per range of each setting, first seed."""
     rows = []
-    for st in (st for st in cfg.settings if st.stage1 != STAGE1_PAPER):  # the stage-1 extension reuses the claims' data
+    for st in cfg.settings:
         frames = make_task1(spec_for(cfg, cfg.seed, st))
         train_q = set(frames["train"]["text"])
         for part, df in frames.items():
@@ -140,11 +139,9 @@ def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
             digits.append(f"{SPLIT_LABELS[st.split]}: " + ", ".join(
                 f"{acc[st.label][m] - acc[whole.label][m]:+.3f} ({m})" for m in ("RED", "softmax MoE", "oracle experts")))
     return {
-        **selection.found("t1", cfg, t.get("lr_selection")),
         "t1_protocol": protocol_words(cfg), "t1_ties": range_tables.ties_words(ov, main.label),
         "t1_seen": ", ".join(f"{ranges.seen_share(cfg, st):.1%} ({st.label})" for st in cfg.settings
                              if st.number_format == "whole"),
-        **range_tables.stage1_beside("t1", cfg, t),
         "t1_setting": main.description, "t1_backbone": cfg.backbone, "t1_value_tol": VALUE_TOL, "t1_near": NEAR,
         **{f"t1_{key}": a[m] for key, m in METHOD_KEYS.items() if m in a},
         **{f"t1_paper_{k}": paper[f"t1.{k}.acc"]["paper"] for k in ("red", "moe", "global", "uniform")},
@@ -176,8 +173,7 @@ def ceiling_words(acc: pd.Series) -> str:
 def pairs_gap(cfg: Task1Config, t: dict[str, pd.DataFrame]) -> str:
     """RED − softmax MoE on the unseen-pairs split (whole numbers), paired by seed: 'mean ± sd over N seeds' (the
     split that leaves room to rank them), or that it did not run."""
-    pairs = next((st for st in cfg.settings if st.split == "pairs" and st.number_format == "whole"
-                  and st.stage1 != STAGE1_PAPER), None)
+    pairs = next((st for st in cfg.settings if st.split == "pairs" and st.number_format == "whole"), None)
     if pairs is None or pairs == cfg.settings[0]:
         return "not run as an extension in this profile"
     acc = ranges.seeds_by_method(t, pairs)

@@ -12,14 +12,13 @@ from dataclasses import asdict
 import pandas as pd
 
 from ..core.claims import VALUE_TOL, listing, load_claims, ranking, verdict_keys
-from ..red import selection
 from ..configs.red import protocol_words
 from ..configs.task2_mixed import MixedTaskConfig, Task2Config
 from ..tasks.arithmetic import RANGE_NAMES
 from ..tasks.mixed import MAX_STEPS, PHRASINGS, Task2Spec
 from ..tasks.mixed_data import make_task2
 from . import range_tables, ranges
-from ..configs.ranges import STAGE1_PAPER, Setting
+from ..configs.ranges import Setting
 from .ranges import METHOD_KEYS, ORDER
 
 def frames(cfg: Task2Config, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
@@ -47,7 +46,7 @@ def evaluate(r: ranges.RangeRun) -> dict[str, pd.DataFrame]:
 def data_table(cfg: Task2Config) -> pd.DataFrame:
     """Sizes, distinct expressions and symbolic forms, train/test overlap, operations and ranges of each setting."""
     rows = []
-    for st in (st for st in cfg.settings if st.stage1 != STAGE1_PAPER):  # the stage-1 extension reuses the claims' data
+    for st in cfg.settings:
         frames = make_task2(spec_for(cfg, cfg.seed, st))
         train_text, train_form = set(frames["train"]["text"]), set(frames["train"]["form"])
         for part, df in frames.items():
@@ -114,11 +113,9 @@ def found(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
     frames = make_task2(spec_for(cfg, cfg.seed, main))
     ops = by_operations(ov).loc[(main.label, "RED")]
     return {
-        **selection.found("t2", cfg, t.get("lr_selection")),
         "t2_protocol": protocol_words(cfg), "t2_ties": range_tables.ties_words(ov, main.label),
         "t2_red_minus_moe": ranges.paired_gap(ranges.seeds_by_method(t, main)),
         "t2_paper_gap": f"{paper['t2.red.acc']['paper'] - paper['t2.moe.acc']['paper']:+.3f}",
-        **range_tables.stage1_beside("t2", cfg, t),
         "t2_setting": main.description, "t2_step_mix": cfg.step_mix, "t2_backbone": cfg.backbone,
         "t2_value_tol": VALUE_TOL,
         **{f"t2_{key}": a[m] for key, m in METHOD_KEYS.items() if m in a},

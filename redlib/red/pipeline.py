@@ -46,7 +46,7 @@ __all__ = ["PIPELINE_VERSION", "STAGE_KINDS", "RedConfig", "TaskData", "RedRun",
 def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int,
             lrs: dict[str, float] | None = None) -> RedRun:
     """All stages for one seed (each loaded from the cache when already computed), as a run record, the small
-    stages of each kind at its learning rate in `lrs` (`selection.py`; a kind not named: the config's head_lr).
+    stages of each kind at its learning rate in `lrs` (an extension's; a kind not named: the config's head_lr).
     They train side by side in `parallel.worker_count()` processes; the page then loads them in this order."""
     st = Stages(cfg, data, encoder, store, seed, lrs=lrs)
     clock = lambda label, fn: timed(st.seconds, store, label, fn)  # noqa: E731

@@ -26,7 +26,7 @@ def prefetch(st: Stages, jobs: list[Job], after: dict[Job, list[Job]]) -> None:
         return
     after = {unit(j): list(dict.fromkeys(unit(d) for d in deps)) for j, deps in after.items()}
     context = {"cfg": st.cfg, "data": st.data, "seed": st.seed, "key": st.key, "dim": st.dim, "head": st.head,
-               "root": str(st.store.root), "lrs": st.lrs, "caps": st.caps}
+               "root": str(st.store.root), "lrs": st.lrs}
     parallel.map_pieces(_train_job, context, todo, st.store, workers, f"seed {st.seed}: stages", after,
                         threads=parallel.STAGE_THREADS)
 
@@ -36,7 +36,7 @@ def _train_job(context: dict, job: Job, store: Store) -> None:
     of that kind). The store keeps only the job's own events (loading its inputs is not one)."""
     seen = len(store.events)  # a single job runs in the caller's own store
     st = Stages(context["cfg"], context["data"], None, store, context["seed"], context["key"], context["dim"],
-                context["lrs"], context["caps"])
+                context["lrs"])
     st.head = context["head"].requires_grad_(False)
     st.features()
     if job[0] in STACKED:

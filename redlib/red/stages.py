@@ -11,7 +11,7 @@ cache in its usual order, so its modules, tables, epochs and cache keys are thos
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +32,7 @@ __all__ = ["Stages", "JOBS", "STACKED", "STAGE_KINDS", "PIPELINE_VERSION"]
 
 
 def _fit_meta(res) -> dict:
-    # every epoch's validation loss too: what a selection that stops its tries early would have seen
+    # every epoch's validation loss too: the convergence a page shows
     return {"best_epoch": res.best_epoch, "epochs_run": len(res.history), "cap": res.cap,
             "stopped_early": res.stopped_early, "val_losses": [h["val_loss"] for h in res.history]}
 
@@ -41,15 +41,12 @@ class Stages:
     """The stages of one seed, each loaded from the cache when already computed (see `pipeline`'s docstring)."""
 
     def __init__(self, cfg: RedConfig, data: TaskData, encoder: Encoder | None, store: Store, seed: int,
-                 key: dict | None = None, dim: int | None = None, lrs: dict[str, float] | None = None,
-                 caps: dict[str, int] | None = None):
+                 key: dict | None = None, dim: int | None = None, lrs: dict[str, float] | None = None):
         self.cfg, self.data, self.encoder, self.store, self.seed = cfg, data, encoder, store, seed
         kernels.configure()  # the matmul kernels a worker takes, whoever calls the pipeline (not only a page)
         self.lrs = dict(lrs or {})  # stage kind -> learning rate; a kind not named: cfg.lr (stage 1) or cfg.head_lr
-        self.caps = dict(caps or {})  # stage kind -> a lower epoch cap (a selection's rung tries; its own cache entry)
         self.seconds: dict[str, float] = {}
         self.epochs: list[dict] = []
-        self.curves: list[list[float]] = []  # per row of `epochs`: its validation loss per epoch ([]: an older entry)
         self.key = key or {"pipeline": PIPELINE_VERSION, **encoder.key(), "data": data.key}
         self.dim = dim or encoder.dim
         self.device = encoder.device if encoder is not None else torch.device("cpu")
@@ -63,8 +60,8 @@ class Stages:
         return f"{self.data.namespace}/{name}"
 
     def lr(self, name: str) -> float:
-        """The learning rate of the stages of kind `name` (chosen on validation loss, or the config's: lr for stage 1,
-        head_lr for the small stages)."""
+        """The learning rate of the stages of kind `name` (`lrs`', else the config's: lr for stage 1, head_lr for the
+        small stages)."""
         return self.lrs.get(name, self.cfg.lr if name == "stage1" else self.cfg.head_lr)
 
     def inputs_lr(self, *names: str) -> dict[str, float]:
@@ -72,26 +69,14 @@ class Stages:
         modules trained at other rates is trained again, never loaded."""
         return {n: self.lr(n) for n in names}
 
-    def fork(self, lrs: dict[str, float], caps: dict[str, int] | None = None) -> "Stages":
-        """These stages after stage 1 (same head, features and keys), training the small stages at `lrs` (capped at
-        `caps` epochs)."""
-        st = Stages(self.cfg, self.data, self.encoder, self.store, self.seed, self.key, self.dim, lrs, caps)
-        st.head, st.feats = self.head, self.feats
-        return st
-
     def _stage1_settings(self) -> tuple[TrainConfig, dict]:
         """Stage 1's training settings and its cache key (the key of every later stage builds on it)."""
-        tc = self._capped("stage1", self.cfg.stage1_config(self.seed, self.lr("stage1")))
+        tc = self.cfg.stage1_config(self.seed, self.lr("stage1"))
         return tc, {**self.key, "fraction": self.cfg.backbone_fraction, "train": asdict(tc)}
 
     def stage1_key(self) -> dict:
         """Stage 1's cache key."""
         return self._stage1_settings()[1]
-
-    def _capped(self, name: str, tc: TrainConfig) -> TrainConfig:
-        """`tc` with the epoch cap `caps` sets for kind `name`, if lower."""
-        cap = self.caps.get(name)
-        return tc if cap is None or cap >= tc.max_epochs else replace(tc, max_epochs=cap)
 
     def stage1_meta(self) -> dict | None:
         """Stage 1's cache entry's record (epochs, validation loss), or None if not cached (nothing is loaded)."""
@@ -142,7 +127,7 @@ class Stages:
 
     def _settings(self, name: str, label: str, extra: dict) -> tuple[TrainConfig, dict]:
         """A small stage's fit settings and cache key, from its kind, label and what its key adds (`WHAT`)."""
-        tc = self._capped(name, self.cfg.fit_config(self.seed, label, self.lr(name)))
+        tc = self.cfg.fit_config(self.seed, label, self.lr(name))
         # the thread count is in the key: another count can split a sum differently, so it trains other bits
         key = {**self.key, "module": label, "train2": asdict(tc), "threads": parallel.STAGE_THREADS, **extra}
         return tc, key | ({"fit": "stacked"} if name in STACKED else {})
@@ -203,7 +188,6 @@ class Stages:
         self.epochs.append({"stage": label, "epochs run": meta.get("epochs_run"), "best epoch": meta.get("best_epoch"),
                             "max epochs": meta.get("cap") or tc.max_epochs, "patience": tc.patience,
                             "stopped by patience": meta.get("stopped_early"), "lr": tc.lr, "val loss": val_loss})
-        self.curves.append(list(meta.get("val_losses", [])))
 
     def cached(self, job: Job) -> bool:
         """Whether the job's cache entry exists (nothing is built or trained to find out)."""

@@ -1,5 +1,5 @@
 """The RED pipeline's shared types: the data a task hands it, the run record, the modules its config sizes and the
-losses its stages train (what `pipeline.py`, `stages.py` and `selection.py` all speak; the config: `configs/red.py`).
+losses its stages train (what `pipeline.py` and `stages.py` speak; the config: `configs/red.py`).
 
 With h = h(x) in R^d the encoder's features, C classes and K domains, see `pipeline.py` for the stages.
 """
