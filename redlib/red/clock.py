@@ -19,11 +19,3 @@ def timed(seconds: dict[str, float], store: Store, label: str, fn: Callable[[], 
     own = sum(costs) if costs and None not in costs else time.time() - t0
     seconds[label] = own + store.borrowed - borrowed
     return out
-
-
-def by_kind(store: Store, seen: int, lrs: dict[str, float], seconds: dict[tuple[str, float | None], float]) -> None:
-    """Add to `seconds[(kind, lr)]` what each stage event since `seen` cost to train (now, in a worker, or when its
-    entry was made), each kind at its rate in `lrs`."""
-    for e in store.events[seen:]:
-        key = (e["kind"], lrs.get(e["kind"].split("/")[-1]))
-        seconds[key] = seconds.get(key, 0.0) + float(e.get("train_seconds") or 0.0)
