@@ -160,3 +160,22 @@ def test_a_rejected_parameter_is_answered_before_torch_or_pandas_load():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]", out.stdout
     assert len([line for line in out.stderr.splitlines() if line.startswith("error: ")]) == 7, out.stderr
+
+
+def test_one_key_names_each_training_page_in_its_claims_and_glued_values():
+    """A training page's config declares its short name once (`KEY`): every value its notebook glues starts with
+    "<KEY>_", and its claim ids with "<KEY>." (robustness measures four claim groups the paper names otherwise:
+    its claims keep the paper's prefixes, its glued values take its key)."""
+    from redlib.core.claims import load_claims
+
+    keys = {p.name: p.config.KEY for p in registry.PAGES if p.trains}
+    assert all(keys.values()) and len(set(keys.values())) == len(keys), keys
+    for name, key in keys.items():
+        text = (project_root() / "notebooks" / f"{name}.py").read_text()
+        glued = set(re.findall(r"\{glue:\w+\}`(\w+)", text))
+        assert glued and all(g.startswith(f"{key}_") for g in glued), (name, sorted(g for g in glued
+                                                                                   if not g.startswith(key)))
+        groups = registry.BY_NAME[name].claim_groups
+        ids = [cid for cid, c in load_claims().items() if c["group"] in groups]
+        if name != "robustness_and_cost":
+            assert ids and all(cid.startswith(f"{key}.") for cid in ids), (name, ids)

@@ -28,6 +28,7 @@ class DecompositionConfig(MixedTaskConfig, RangeTaskConfig, RedConfig):
                                     "(an extension: what moves execution)")
 
     NOTEBOOK: ClassVar[str] = "step_decomposition"
+    KEY: ClassVar[str] = "sd"  # its claims' ids and glued values start with it ("sd.", "sd_")
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
                   "backbone_patience": 3, "split_seeds": 1, "op_samples": 1000, "tagger_epochs": 3,

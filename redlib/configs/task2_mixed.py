@@ -42,6 +42,7 @@ class Task2Config(MixedTaskConfig, RangeTaskConfig, RedConfig):
                                             "extension_seeds seeds, as an extension (\"none\": not run)")
 
     NOTEBOOK: ClassVar[str] = "task2_mixed"
+    KEY: ClassVar[str] = "t2"  # its claims' ids and glued values start with it ("t2.", "t2_")
     NAMESPACE: ClassVar[str] = "task2"  # its stage-cache namespace
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {

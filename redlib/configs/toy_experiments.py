@@ -21,6 +21,7 @@ class ToyConfig(ExperimentConfig):
     val_fraction: float = param(0.2, "share of each domain's points held out for early stopping")
 
     NOTEBOOK: ClassVar[str] = "toy_experiments"
+    KEY: ClassVar[str] = "toy"  # its claims' ids and glued values start with it ("toy.", "toy_")
     SEED_DATA: ClassVar[str] = "one test grid for all seeds"
     MEASURED_ON: ClassVar[str] = "toy grid"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {

@@ -173,7 +173,7 @@ def found(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_tra
             f"{k}: {m}" for k, m in JUDGED[cfg.judged_forms].items()) + ")",
         "mn_capped": capped_stages(t["epochs"], by=("stage",)), "mn_max_epochs": cfg.max_epochs,
         "mn_patience": cfg.patience, "mn_value_tol": VALUE_TOL,
-        "mn_verdicts": ", ".join(f"{c} {verdict}" for c, verdict in v.items()), **verdict_keys("mn", v),
+        "mn_verdicts": ", ".join(f"{c} {verdict}" for c, verdict in v.items()), **verdict_keys(cfg.KEY, v),
         "mn_stage1_far": far_seeds_words(stage1_seeds(t["epochs"])),
         "mn_stage1_cause": (far_cause_words(t["stage1_by_split"]) if "stage1_by_split" in t
                             else "not run (pass -p crossed_splits True to run it)"),

@@ -188,7 +188,7 @@ def found(cfg: RoutingHeatmapsConfig, measured: dict[str, dict], v: dict[str, st
         "ra_ratio_low": contrast["ratio"].min(), "ra_ratio_high": contrast["ratio"].max(),
         "ra_own_plain": listing(share[0.0]), "ra_own_entropy": listing(share[cfg.entropy_weight]),
         "ra_entropy_weight": f"{cfg.entropy_weight:g}", "ra_one_top": int(one_top.sum()), "ra_runs": len(one_top),
-        "ra_converged_first": converged_first_seed(cfg, measured), **verdict_keys("ra", v),
+        "ra_converged_first": converged_first_seed(cfg, measured), **verdict_keys(cfg.KEY, v),
     }
 
 

@@ -65,5 +65,5 @@ def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str
             ep, by=("stage",), claims=ep["run"] == main),
         "sd_attribution": attribution_words(t.get("attribution")),
         "sd_ties": range_tables.ties_words(t["op_experts"], main),
-        **verdict_keys("sd", v),
+        **verdict_keys(cfg.KEY, v),
     }

@@ -108,7 +108,7 @@ def claims(cfg: Task1Config, t: dict[str, pd.DataFrame]) -> dict[str, dict]:
 
 
 def _measured(cfg: Task1Config, t: dict[str, pd.DataFrame], st: Setting) -> dict[str, dict]:
-    out, m = ranges.measured("t1", t, st, {"data_source": cfg.data_source, "backbone": cfg.backbone})
+    out, m = ranges.measured(cfg.KEY, t, st, {"data_source": cfg.data_source, "backbone": cfg.backbone})
     ov, acc, ranges_of, common = m["overall"], m["acc"], m["ranges"], m["common"]
     seeds = list(acc.index)
     deployable = [x for x in ov["method"].unique() if x not in NOT_DEPLOYABLE]
@@ -156,7 +156,7 @@ def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
         "t1_n_claims": len(v), "t1_tally": range_tables.verdict_tally(v),
         "t1_stage1_far": range_tables.far_seeds_words(range_tables.stage1_seeds(t["epochs"], main.label)),
         "t1_pairs_gap": pairs_gap(cfg, t), "t1_iid_ceiling": ceiling_words(a),
-        **verdict_keys("t1", v),
+        **verdict_keys(cfg.KEY, v),
     }
 
 

@@ -101,8 +101,8 @@ def claims(cfg: Task2Config, t: dict[str, pd.DataFrame]) -> dict[str, dict]:
     """The measurement behind every Task 2 claim in the claims' setting, other settings beside it as extensions."""
     common = {"backbone": cfg.backbone, "step_mix": cfg.step_mix}
     main, *others = cfg.settings
-    return ranges.with_extensions(ranges.measured("t2", t, main, common)[0],
-                                  {st: ranges.measured("t2", t, st, common)[0] for st in others})
+    return ranges.with_extensions(ranges.measured(cfg.KEY, t, main, common)[0],
+                                  {st: ranges.measured(cfg.KEY, t, st, common)[0] for st in others})
 
 
 def found(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
@@ -131,5 +131,5 @@ def found(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
             t["epochs"], claims=t["epochs"]["run"] == cfg.settings[0].label),
         "t2_n_claims": len(v), "t2_tally": range_tables.verdict_tally(v),
         "t2_stage1_far": range_tables.far_seeds_words(range_tables.stage1_seeds(t["epochs"], cfg.settings[0].label)),
-        **verdict_keys("t2", v),
+        **verdict_keys(cfg.KEY, v),
     }
