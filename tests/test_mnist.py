@@ -97,19 +97,19 @@ def test_each_seed_tests_on_its_own_split_unless_one_is_fixed():
 
 def test_stage1_per_split_loads_the_protocols_own_runs_and_trains_the_crossed_ones(tmp_path):
     """The diagonal (each seed on its own split) is the protocol's stage 1, loaded bit for bit; the rest is trained."""
-    cfg = MnistConfig.from_params(profile="smoke", n_seeds=2, backbone_epochs=1)
+    cfg = MnistConfig.from_params(profile="smoke", n_seeds=2, backbone_epochs=1, lr=3e-3)
     store = Store(tmp_path)
     own = {}
     for s in cfg.seeds:
-        st = Stages(cfg, *mnist_label5.task(cfg, mnist_label5.load(cfg, s), s), store, s, lrs={"stage1": 3e-3})
+        st = Stages(cfg, *mnist_label5.task(cfg, mnist_label5.load(cfg, s), s), store, s)
         st.base()
         own[s] = st.epochs[-1]["val loss"]
-    table = mnist_label5.stage1_by_split(cfg, Store(tmp_path), {"stage1": 3e-3})
+    table = mnist_label5.stage1_by_split(cfg, Store(tmp_path))
     assert len(table) == 4 and set(table["split"]) == set(table["training seed"]) == set(cfg.seeds)
     wide = range_tables.split_matrix(table)
     assert all(wide.loc[s, s] == own[s] for s in cfg.seeds) and wide.notna().all().all()
-    fixed = MnistConfig.from_params(profile="smoke", n_seeds=2, backbone_epochs=1, split_seed=0)
-    assert set(mnist_label5.stage1_by_split(fixed, Store(tmp_path), {"stage1": 3e-3})["split"]) == {0}  # one split
+    fixed = MnistConfig.from_params(profile="smoke", n_seeds=2, backbone_epochs=1, split_seed=0, lr=3e-3)
+    assert set(mnist_label5.stage1_by_split(fixed, Store(tmp_path))["split"]) == {0}  # one split
 
 
 def test_a_far_seed_is_told_apart_from_a_harder_split():
