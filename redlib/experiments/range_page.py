@@ -1,7 +1,8 @@
 """A range page's runs: every seed and setting of Task 1, Task 2 or the step decomposition, in one call.
 
 A Task 1 / Task 2 page trains its stage-1 runs side by side first (`stage1_runs.py`), then runs the claims' setting
-and every extension setting on their seeds, the claims' setting first, and stacks each run's tables into one table per name (each row tagged with its seed and setting).
+and every extension setting on their seeds, the claims' setting first, and stacks each run's tables into one table
+per name (each row tagged with its seed and setting).
 """
 
 from __future__ import annotations
