@@ -191,6 +191,10 @@ def test_a_stale_budget_names_what_the_published_run_implies():
     assert "as published" not in current[report.WHERE]
     (none,) = report.page_budgets(bench, est[est["page"] != "mnist_label5"])
     assert "as published" not in none[report.WHERE]
+    (low,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": {
+        **timing, "parameters": now, "resumed": "its own pass, stopped"}}}}}, est)  # a resumed timing reads low
+    assert low["target"].endswith("(at least: mnist_label5 resumed a stopped pass of its own)")
+    assert low[report.WHERE].endswith("; mnist_label5 as published (abc1234): 2-6 min, stage 1 4")
 
 
 def test_a_missed_budget_says_where_its_time_goes():

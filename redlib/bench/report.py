@@ -228,7 +228,10 @@ def page_budgets(bench: dict, est: pd.DataFrame | None = None) -> list[dict]:
         serial = sum(serial_stage_seconds(per_nb[p]) for p in b.pages) / 60
         if serial > b.minutes:
             cause += f"; stage 1 alone (no worker shortens it) takes {serial:.1f} min, over the budget"
-        cause += "".join(implied(p, est) for p in stale)
+        low = [p for p in b.pages if per_nb[p].get("resumed")]
+        if low:
+            what += f" (at least: {', '.join(low)} resumed a stopped pass of its own)"
+        cause += "".join(implied(p, est) for p in stale + [p for p in low if p not in stale])
         cause += "".join(f"; {p}: {d} (its times read high)" for p in b.pages if (d := disturbed(per_nb[p])))
         rows.append(target(what, sum(per_nb[p]["wall_seconds"] for p in b.pages) / 60, b.minutes, False, "min",
                            cause=cause))
