@@ -174,7 +174,7 @@ def test_one_key_names_each_training_page_in_its_claims_and_glued_values():
         text = (project_root() / "notebooks" / f"{name}.py").read_text()
         glued = set(re.findall(r"\{glue:\w+\}`(\w+)", text))
         assert glued and all(g.startswith(f"{key}_") for g in glued), (name, sorted(g for g in glued
-                                                                                   if not g.startswith(key)))
+                                                                                   if not g.startswith(f"{key}_")))
         groups = registry.BY_NAME[name].claim_groups
         ids = [cid for cid, c in load_claims().items() if c["group"] in groups]
         if name != "robustness_and_cost":

@@ -11,7 +11,7 @@ import pandas as pd
 from ..book.costs import timed_runs
 from ..book.registry import BOOK_MINUTES, BUDGETS, config_for, stage_kinds
 from ..core.config import ParameterError
-from .cold import cold_book, committed, disturbed, load  # noqa: F401 (load: the bench's reader, for its callers)
+from .cold import cold_book, committed, disturbed, load, resumed  # noqa: F401 (load: the bench's reader, for its callers)
 
 WHERE = "why missed"  # the targets table's column: where a missed budget's time (or memory) goes
 # What each cache kind holds (a kind is "<task>/<stage>"): the RED pipeline's stages and the pages' own.
@@ -89,7 +89,7 @@ def notebooks(bench: dict) -> pd.DataFrame:
                          PEAK_GIB: (t.get("peak_rss_mb_with_workers") or float("nan")) / 1024,
                          KERNEL_GIB: t["peak_rss_mb"] / 1024,
                          "commit": (t.get("git_commit") or "")[:7],
-                         "started from": "its own stopped pass" if t.get("resumed") else STARTED_FROM.get(
+                         "started from": "its own stopped pass" if resumed(t) else STARTED_FROM.get(
                              str(t.get("cache_at_start") or "empty").split(":")[0].split(" ")[0], "not recorded"),
                          "disturbed": disturbed(t),
                          CURRENT: current_profile(name, prof, t.get("parameters")),
@@ -228,7 +228,7 @@ def page_budgets(bench: dict, est: pd.DataFrame | None = None) -> list[dict]:
         serial = sum(serial_stage_seconds(per_nb[p]) for p in b.pages) / 60
         if serial > b.minutes:
             cause += f"; stage 1 alone (no worker shortens it) takes {serial:.1f} min, over the budget"
-        low = [p for p in b.pages if per_nb[p].get("resumed")]
+        low = [p for p in b.pages if resumed(per_nb[p])]
         if low:
             what += f" (at least: {', '.join(low)} resumed a stopped pass of its own)"
         cause += "".join(implied(p, est) for p in stale + [p for p in low if p not in stale])

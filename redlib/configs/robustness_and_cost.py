@@ -46,7 +46,7 @@ class RobustnessConfig(NotebookConfig):
                                     "this")
 
     NOTEBOOK: ClassVar[str] = "robustness_and_cost"
-    KEY: ClassVar[str] = "rb"  # its claims' ids and glued values start with it ("rb.", "rb_")
+    KEY: ClassVar[str] = "rb"  # its glued values start with it ("rb_"); its claims keep the paper's four prefixes
     SEED_DATA: ClassVar[str] = "the source pages' seeds and data"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {"smoke": {"n_seeds": 1, "train_seeds": 1},
                                                              "full": {"n_seeds": 3, "train_seeds": 2}}

@@ -1,10 +1,10 @@
 """A range page's stage-1 runs, trained side by side in worker processes before the page needs them.
 
 Stage 1 (the encoder's top and the global head) is the dearest stage, and every run of a page, each (setting, seed),
-trains its own. All of them are known before they train and none depends on another, so
-`parallel.worker_count()` processes train them at once into the stage cache, each on `THREADS` torch threads; the page then loads each where it would
-have trained it. With the page's own thread count (`THREADS = None`) a run trains in a worker the same bits as in
-the page, so the numbers do not depend on the worker count (`tests/test_stage1_runs.py`).
+trains its own. All of them are known before they train and none depends on another, so `parallel.worker_count()`
+processes train them at once into the stage cache, each on `THREADS` torch threads; the page then loads each where
+it would have trained it. With the page's own thread count (`THREADS = None`) a run trains in a worker the same bits
+as in the page, so the numbers do not depend on the worker count (`tests/test_stage1_runs.py`).
 
 Each worker holds its run's frozen-prefix states (Task 2: about 1.7 GB), so the runs train side by side only where
 the memory free at the start holds every worker's (`fits_in_memory`); elsewhere the page trains them one after

@@ -60,7 +60,7 @@ class Stages:
         return f"{self.data.namespace}/{name}"
 
     def lr(self, name: str) -> float:
-        """The learning rate of the stages of kind `name` (`lrs`', else the config's: lr for stage 1, head_lr for the
+        """The learning rate of the stages of kind `name` (`lrs`, else the config's: lr for stage 1, head_lr for the
         small stages)."""
         return self.lrs.get(name, self.cfg.lr if name == "stage1" else self.cfg.head_lr)
 
