@@ -62,9 +62,9 @@ expert_hidden = 0  # hidden width of the classifier experts (0: the paper's line
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
 rank_divisor = 4  # the residual rank is d / rank_divisor (here 128 / 4: rank 32)
 code_scale = 0.1  # the released code's scale on the routed expert logits
+extensions = None  # what runs beside the paper's protocol, as extensions no verdict reads, a list of "crossed_splits"; None: the profile's value (smoke [], full [])
 data_dir = None  # None: the embedded 5,000 digits; or a folder with the MNIST IDX files (train-images-idx3-ubyte[.gz] ...)
 split_seed = None  # seed of the stratified train/val/test split; None: each training seed its own (spread includes test sampling)
-crossed_splits = False  # also train every seed's stage 1 on every other seed's split, to tell a seed whose validation digits are harder from one that trained less (a diagnostic no claim reads: n_seeds x (n_seeds - 1) more stage-1 runs)
 judged_forms = "paper"  # the claims' forms of RED, MoE and uniform: "paper" (hidden-space RED) or "code" (logit experts)
 
 # %% tags=["hide-input", "remove-stderr"]
@@ -189,7 +189,7 @@ plots.training_tables(t, by=("stage",))
 # %% [markdown]
 # Each seed tests on its own split, so a seed's stage 1 can stop far from the others because its
 # validation digits are harder, not because it trained less. No claim reads which it is, so the runs
-# that tell them apart are off by default: `-p crossed_splits True` trains every seed's stage 1 on
+# that tell them apart are off by default: `-p extensions crossed_splits` trains every seed's stage 1 on
 # every other seed's split as well (the same rate and rule) and shows their validation losses here,
 # one row per training seed and one column per split.
 
@@ -225,7 +225,7 @@ glue_values(mnist_label5.found(cfg, t, ledger.verdicts(results.claims), len(data
 # - RED's router names the right label pair for {glue:text}`mn_router:.3f` of test digits; on average a
 #   digit gives {glue:text}`mn_own_weight:.3f` of its routing weight to its own domain.
 # - Stage 1 on every seed: a seed far from the others: {glue:text}`mn_stage1_far`. Trained on each
-#   other's splits (`crossed_splits`): {glue:text}`mn_stage1_cause`.
+#   other's splits (the extension `crossed_splits`): {glue:text}`mn_stage1_cause`.
 # - The claims are judged with {glue:text}`mn_judged`, value claims with tolerance
 #   {glue:text}`mn_value_tol`; the research code trained on 60k digits, this run on
 #   {glue:text}`mn_n_train`. Verdicts: {glue:text}`mn_verdicts`.

@@ -61,10 +61,10 @@ n_seeds = None  # how many seeds of the source pages are reused; None: the profi
 train_seeds = None  # of those, how many the studies that train new stages use (replacement, late expert, ranks); None: the profile's value (smoke 1, full 2)
 backbone = "embedded"  # the arithmetic pages' backbone ("embedded" or a local model folder, e.g. Qwen3-0.6B)
 mnist_data_dir = None  # None: the embedded 5,000 digits; or the MNIST IDX folder the MNIST page used
-noise_levels = "0,0.25,0.5,1,2,4"  # sd of the Gaussian noise on router logits, in units of each gate's logit sd
-misroute_fractions = "0,0.1,0.2,0.3,0.5,0.75,1"  # fractions of inputs sent to a wrong expert
-flatten_levels = "0,0.25,0.5,0.75,1"  # amounts of flattening toward uniform weights (1: uniform)
-rank_divisors = "2,4,8"  # the rank ablation uses ranks d / divisor (must include 4, the paper's d/4)
+noise_levels = [0, 0.25, 0.5, 1, 2, 4]  # sd of the Gaussian noise on router logits, in units of each gate's logit sd
+misroute_fractions = [0, 0.1, 0.2, 0.3, 0.5, 0.75, 1]  # fractions of inputs sent to a wrong expert
+flatten_levels = [0, 0.25, 0.5, 0.75, 1]  # amounts of flattening toward uniform weights (1: uniform)
+rank_divisors = [2, 4, 8]  # the rank ablation uses ranks d / divisor (must include 4, the paper's d/4)
 replacement_seed = 1000  # experts replaced by ones trained with seed replacement_seed + run seed
 stable_tol = 0.02  # the plug-in claim holds when accuracy on the untouched domains moves by at most this
 

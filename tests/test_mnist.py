@@ -142,7 +142,10 @@ def test_an_unreadable_data_dir_is_a_one_line_error(tmp_path, monkeypatch):
 
 
 def test_the_crossed_splits_diagnostic_runs_only_when_asked():
-    """No claim reads every seed's stage 1 on every other seed's split: off in both profiles, a switch to ask for it."""
+    """No claim reads every seed's stage 1 on every other seed's split: off in both profiles, an extension to ask for
+    it."""
     for profile in ("smoke", "full"):
         assert MnistConfig.from_params(profile=profile).crossed_splits is False
-    assert MnistConfig.from_params(profile="smoke", crossed_splits=True).crossed_splits is True
+    assert MnistConfig.from_params(profile="smoke", extensions=["crossed_splits"]).crossed_splits is True
+    with pytest.raises(ParameterError, match="unknown extension 'pairs' .* allowed: crossed_splits"):
+        MnistConfig.from_params(profile="smoke", extensions=["pairs"])

@@ -107,9 +107,11 @@ def test_the_no_residual_ablation_mixes_each_residual_experts_answer():
 
 
 @pytest.mark.parametrize("params, message", [
-    ({"noise_levels": "0,x"}, "'noise_levels' must be comma-separated numbers"),
-    ({"misroute_fractions": "0,1.5"}, r"'misroute_fractions' takes numbers in \[0, 1\]"),
-    ({"rank_divisors": "2,8"}, "must include 4"),
+    ({"noise_levels": "0,x"}, "'noise_levels' of robustness_and_cost must be a list of float, got '0,x'"),
+    ({"noise_levels": [0, "x"]}, "'noise_levels' of robustness_and_cost must be a list of float"),
+    ({"noise_levels": []}, r"'noise_levels' takes a non-empty list of numbers in \[0, 1000\]"),
+    ({"misroute_fractions": [0, 1.5]}, r"'misroute_fractions' takes a non-empty list of numbers in \[0, 1\]"),
+    ({"rank_divisors": [2, 8]}, "must include 4"),
     ({"stable_tol": 0.0}, r"'stable_tol' must be in \(0, 1\)"),
     ({"n_seeds": 0}, "'n_seeds' must be >= 1"),
 ])
@@ -177,6 +179,10 @@ def test_costs_are_read_from_the_pages_own_runs_and_count_their_runs(tmp_path):
     assert timed_runs(one) == 6  # today's protocol: the stage-1 extension on the first seed only
     assert timed_runs({**one, "split_seeds": 3}) == 8  # and the other split on the protocol's three seeds
     assert timed_runs({**one, "mix_variant": "1:0.5,2:0.5", "step_mix": "1:0.8,2:0.2"}) == 7  # Task 2's 50/50
+    today = {"n_seeds": 3, "extensions": ["pairs", "digits:pairs"], "extension_seeds": 1}
+    assert timed_runs(today) == timed_runs(beside) == 5  # today's extensions count as the switches did
+    assert timed_runs({**today, "extensions": ["pairs"]}) == timed_runs({**beside, "digits_variant_on": "none"}) == 4
+    assert timed_runs({**today, "split_seeds": 3}) == 7
     c = pd.DataFrame([{"backbone": "embedded", "RED share of backbone": 0.02, "router share of compute": 0.001,
                        "MoE / RED expert parameters": 2.0},
                       {"backbone": "Qwen3-0.6B shape", "RED share of backbone": 0.005, "router share of compute": 1e-4,
@@ -239,3 +245,6 @@ def test_a_step_mix_written_two_ways_is_one_run():
     same = timed_runs({**base, "step_mix": "1:0.5,2:0.5", "mix_variant": "1:0.50,2:0.50"})
     other = timed_runs({**base, "step_mix": "1:0.8,2:0.2", "mix_variant": "1:0.5,2:0.5"})
     assert (same, other) == (3, 4)
+    today = {"n_seeds": 3, "extension_seeds": 1, "extensions": ["mix:50/50"]}  # and as `extensions` writes it
+    assert timed_runs({**today, "step_mix": "1:0.50,2:0.50"}) == 3
+    assert timed_runs({**today, "step_mix": "1:0.8,2:0.2"}) == 4

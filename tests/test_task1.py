@@ -6,6 +6,7 @@ import pytest
 
 from redlib.configs.ranges import Setting
 from redlib.configs.task1_addition import Task1Config
+from redlib.core.config import ParameterError
 from redlib.core.store import Store
 from redlib.experiments import ranges, task1_addition
 from redlib.models.backbone import Backbone
@@ -65,8 +66,15 @@ def test_settings_put_the_claims_setting_first_and_add_digits_on_pairs():
     assert cfg.settings[2].description.endswith("digit-spaced numbers")
     full = Task1Config.from_params(profile="full")  # the pairs split on the protocol's seeds, it can rank
     assert [full.seeds_for(st) for st in full.settings] == [[0, 1, 2], [0, 1, 2], [0]]
-    none = Task1Config.from_params(profile="smoke", digits_variant_on="none", splits_reported="iid")
+    none = Task1Config.from_params(profile="smoke", extensions=[])
     assert [st.label for st in none.settings] == ["iid"]
+    # papermill's -p gives strings: a comma-separated list, "none" the empty one
+    assert Task1Config.from_params(profile="smoke", extensions="none").settings == none.settings
+    alone = Task1Config.from_params(profile="smoke", extensions="digits:pairs,iid,digits:pairs")
+    assert [st.label for st in alone.settings] == ["iid", "pairs, digits"]  # the claims' split, and twice: once
+    with pytest.raises(ParameterError, match="unknown extension 'train' in parameter 'extensions' of task1_addition; "
+                                             "allowed: iid, pairs, digits:iid, digits:pairs"):
+        Task1Config.from_params(profile="smoke", extensions=["pairs", "train"])
     digits = Task1Config.from_params(profile="smoke", number_format="digits")  # no variant of a variant
     assert [st.label for st in digits.settings] == ["iid, digits", "pairs, digits"]
 

@@ -62,6 +62,10 @@ def test_bad_step_mix_is_a_one_line_error():
         Task2Config.from_params(profile="smoke", step_mix="5:1")
     with pytest.raises(ParameterError, match="split"):
         Task2Config.from_params(profile="smoke", split="pairs")
+    same = Task2Config.from_params(profile="smoke", extensions=["mix:80/20", "mix:50/50", "mix:50/50"])
+    assert [st.label for st in same.settings] == ["iid", "iid, 50/50 mix"]  # the claims' own mix, and twice: once
+    with pytest.raises(ParameterError, match="'mix:50/40' of task2_mixed: after 'mix:' come the percent shares"):
+        Task2Config.from_params(profile="smoke", extensions=["mix:50/40"])
 
 
 def test_a_stage_still_improving_at_its_cap_is_counted_and_named():
@@ -123,4 +127,4 @@ def test_the_claims_use_the_papers_mix_and_the_50_50_mix_is_an_extension(tiny_ta
     assert ops == {cfg.settings[0]: "1:0.8,2:0.2", half: "1:0.5,2:0.5"}
     assert "iid, 50/50 mix" in task2_mixed.by_operations(t["overall"]).index  # scored by number of operations too
     assert half.description in task2_mixed.claims(cfg, t)["t2.red.acc"]["extensions"]
-    assert [st.mix for st in Task2Config.from_params(profile="smoke", mix_variant="none").settings] == [""] * 2
+    assert [st.mix for st in Task2Config.from_params(profile="smoke", extensions=["isolated"]).settings] == [""] * 2

@@ -10,6 +10,7 @@ import pandas as pd
 
 from ..book.costs import timed_runs
 from ..book.registry import BOOK_MINUTES, BUDGETS, config_for, stage_kinds
+from ..configs.red import upgraded
 from ..core.config import ParameterError
 from .cold import cold_book, committed, disturbed, load, resumed  # noqa: F401 (load: the bench's reader, for its callers)
 
@@ -152,11 +153,13 @@ def current_profile(notebook: str, profile: str, timed: dict | None) -> str:
         return "not recorded"
     try:
         now = config_for(notebook).from_params(profile=profile).asdict()
+        # older runs recorded list parameters as strings, and their extensions as five switches
+        timed = config_for(notebook).listed(upgraded(timed))
     except ParameterError:
         return "page no longer exists"
     ignored = ("results_dir", "device", "workers")  # where results go, and knobs that cannot change a number
-    # a switch added since the timing and off now leaves the run as it was timed
-    new_and_off = {k for k in now if k not in timed and now[k] is False}
+    # a switch (or list of extensions) added since the timing and off (empty) now leaves the run as it was timed
+    new_and_off = {k for k in now if k not in timed and (now[k] is False or now[k] == [])}
     # a parameter removed since, at the value that is now the only behaviour, leaves it so too
     retired = {k for k in timed if k not in now and (k in RETIRED_WITH or timed[k] in RETIRED.get(k, ()))}
     changed = sorted(k for k in set(now) | set(timed) if k not in ignored and k not in new_and_off | retired

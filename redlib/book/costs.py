@@ -7,7 +7,10 @@ import os
 
 import pandas as pd
 
+from ..configs.ranges import mix_from_words
+from ..configs.red import upgraded
 from ..red.cost import TIME_COLUMNS
+from ..tasks.mixed import parse_mix
 from .results import read
 
 
@@ -53,22 +56,20 @@ def cold_estimates(pages: list[str], profile: str = "full", results_dir: str | o
                                        "high: stage 1 apart, min", "commit"])
 
 
-def _shares(mix: str | None) -> dict[int, float]:
-    """A step mix's share per number of operations ('1:0.5,2:0.5' -> {1: 0.5, 2: 0.5}); {} for none."""
-    return {int(k): float(v) for k, v in (part.split(":") for part in str(mix).split(","))} if mix else {}
-
-
 def timed_runs(params: dict) -> int:
-    """Runs a page made, from its recorded parameters: n_seeds on the claims' setting, `stage1_beside_seeds` on the
-    stage-1 extension, `split_seeds` on each other split, and `extension_seeds` on each digit variant and on Task 2's
-    other step mix (a parameter a run predates counts as it did then: n_seeds on the stage-1 extension,
-    `extension_seeds` on every extension)."""
+    """Runs a page made, from its recorded parameters (an older run's switches read as today's `extensions`): n_seeds
+    on the claims' setting, `split_seeds` on each other split, `extension_seeds` on each digit variant and on each
+    other step mix of Task 2 (compared by its shares), and, in runs that had it, `stage1_beside_seeds` on the stage-1
+    extension (a parameter a run predates counts as it did then: n_seeds on the stage-1 extension, `extension_seeds`
+    on every extension)."""
+    params = upgraded(params)
     n = int(params.get("n_seeds") or 1)
     each = int(params.get("extension_seeds") or n)
-    splits = [v for v in str(params.get("splits_reported") or "none").split(",") if v != "none"]
-    digits = [v for v in str(params.get("digits_variant_on") or "none").split(",") if v != "none"]
+    ext = [e for e in dict.fromkeys(params.get("extensions") or []) if e != params.get("split", "iid")]
+    splits = [e for e in ext if ":" not in e and e not in ("attribution", "crossed_splits")]
+    mix = params.get("step_mix")
+    variants = [e for e in ext if e.startswith("digits:") or e.startswith("mix:") and not (
+        mix and parse_mix(mix_from_words(e[4:])) == parse_mix(mix))]
     beside = bool(params.get("stage1_paper_beside")) and str(params.get("head_lr_grid")) != "none"
-    other = params.get("mix_variant")  # Task 2's other step mix, compared by its shares ("1:0.5" is "1:0.50")
-    mix = other not in (None, "none") and _shares(other) != _shares(params.get("step_mix"))
-    return (n + beside * int(params.get("stage1_beside_seeds") or n) + max(0, len(splits) - 1)
-            * int(params.get("split_seeds") or each) + (len(digits) + mix) * each)
+    return (n + beside * int(params.get("stage1_beside_seeds") or n)
+            + len(splits) * int(params.get("split_seeds") or each) + len(variants) * each)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from ..configs.ranges import mix_words
-from ..configs.red import protocol_words
+from ..configs.red import protocol_words, upgraded
 from ..core.config import NotebookConfig
 from .registry import config_for
 from .results import read
@@ -20,7 +20,8 @@ def recorded(page: str, profile: str = "full", root: str | os.PathLike = "result
     if not res.exists:
         return None
     config = config_for(page)
-    return config.from_params(**{k: v for k, v in res.provenance["parameters"].items() if k in config.param_names()})
+    params = upgraded(res.provenance["parameters"])  # an older run's extension switches as today's `extensions`
+    return config.from_params(**{k: v for k, v in params.items() if k in config.param_names()})
 
 
 def run_facts(profile: str = "full", root: str | os.PathLike = "results") -> dict[str, str]:
@@ -30,7 +31,7 @@ def run_facts(profile: str = "full", root: str | os.PathLike = "results") -> dic
     return {
         "pvc_protocol": protocol_words(t1) if t1 else missing,
         "pvc_t2_mix": (f"{mix_words(t2.step_mix)} one/two-operation expressions for the claims"
-                       + (f", {mix_words(t2.mix_variant)} as an extension" if t2.mix_variant != "none" else "")
+                       + "".join(f", {mix_words(st.mix)} as an extension" for st in t2.settings if st.mix)
                        if t2 else missing),
         "pvc_sd_mix": f"{mix_words(sd.step_mix)} programs of 2/3/4 steps" if sd else missing,
         "pvc_sizes": ", ".join(f"{name} `{cfg.dataset_size}` ({'/'.join(f'{n:,}' for n in cfg.sizes)})"

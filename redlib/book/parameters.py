@@ -42,7 +42,7 @@ def parameter_table() -> pd.DataFrame:
         notebook, cls = page.name, page.config
         docs, types_ = parameter_docs(notebook), cls.field_types()
         for name in cls.param_names():
-            default = getattr(cls, name)
+            default = cls.default(name)
             row = {"notebook": notebook, "parameter": name, "description": docs.get(name, ""),
                    "type": _type_name(types_[name]), "default": "the profile's" if default is None else repr(default)}
             for p in PROFILES:

@@ -28,9 +28,6 @@ class MnistConfig(RedConfig):
                                        "(train-images-idx3-ubyte[.gz] ...)")
     split_seed: int | None = param(None, "seed of the stratified train/val/test split; None: each training seed its "
                                          "own (spread includes test sampling)")
-    crossed_splits: bool = param(False, "also train every seed's stage 1 on every other seed's split, to tell a seed "
-                                        "whose validation digits are harder from one that trained less (a "
-                                        "diagnostic no claim reads: n_seeds x (n_seeds - 1) more stage-1 runs)")
     judged_forms: str = param("paper", "the claims' forms of RED, MoE and uniform: \"paper\" (hidden-space RED) or "
                                        '"code" (logit experts)')
 
@@ -40,9 +37,22 @@ class MnistConfig(RedConfig):
     BALANCED_BASE: ClassVar[bool] = True  # stage 1's rows: as many of each digit (the research code's base)
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {"judged_forms": FORMS}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"double_cap": False, "n_seeds": 1, "max_epochs": 3, "backbone_epochs": 3, "backbone_patience": 3},
-        "full": {"double_cap": True, "n_seeds": 5, "max_epochs": 150, "backbone_epochs": 150},
+        "smoke": {"double_cap": False, "n_seeds": 1, "max_epochs": 3, "backbone_epochs": 3, "backbone_patience": 3,
+                  "extensions": []},
+        "full": {"double_cap": True, "n_seeds": 5, "max_epochs": 150, "backbone_epochs": 150, "extensions": []},
     }
+
+    @classmethod
+    def extension_forms(cls) -> list[str]:
+        """"crossed_splits": every seed's stage 1 also trained on every other seed's split, to tell a seed whose
+        validation digits are harder from one that trained less (a diagnostic: n_seeds x (n_seeds - 1) more stage-1
+        runs)."""
+        return ["crossed_splits"]
+
+    @property
+    def crossed_splits(self) -> bool:
+        """Whether the crossed-splits diagnostic runs."""
+        return "crossed_splits" in (self.extensions or [])
 
     def check(self) -> None:
         super().check()

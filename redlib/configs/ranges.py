@@ -40,15 +40,18 @@ def mix_words(mix: str) -> str:
     return "/".join(f"{float(shares[k]) * 100:.0f}" for k in sorted(shares, key=int))
 
 
+def mix_from_words(words: str) -> str:
+    """'50/50' -> '1:0.5,2:0.5': percent shares of one, two, ... operations as a step mix (ValueError if not
+    numbers)."""
+    return ",".join(f"{n}:{float(p) / 100:g}" for n, p in enumerate(words.split("/"), start=1))
+
+
 SIZES = {"final": (64_000, 8_000, 8_000), "first": (20_000, 2_500, 2_500), "tiny": (2_000, 250, 250)}
 
 
 def range_choices(splits: tuple[str, str]) -> dict[str, tuple[Any, ...]]:
     """The choice parameters of RangeTaskConfig for a task with these two splits (the paper's protocol first)."""
-    a, b = splits
-    both = (a, b, f"{a},{b}", f"{b},{a}")
-    return {"split": splits, "splits_reported": both, "number_format": NUMBER_FORMATS,
-            "digits_variant_on": ("none", *both), "dataset_size": tuple(SIZES)}
+    return {"split": splits, "number_format": NUMBER_FORMATS, "dataset_size": tuple(SIZES)}
 
 
 @dataclass
@@ -60,10 +63,8 @@ class RangeTaskConfig:
                                       "Qwen3-0.6B")
     k_trainable: int = param(2, "top blocks trained in stage 1 (the paper: 2)")
     split: str = param("iid", "the split the claims are judged on: {choices} (\"iid\": the paper's protocol)")
-    splits_reported: str | None = param(None, "the splits run and reported: {choices}")
     number_format: str = param("whole", "\"whole\" (\"57\", the paper's template) or \"digits\" (\"5 7\": one token "
                                         "per digit)")
-    digits_variant_on: str | None = param(None, "splits also run with digit-spaced numbers: {choices}")
     dataset_size: str | None = param(None, "train/val/test sizes: \"final\" 64k/8k/8k (the paper's final setup, "
                                            '4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250')
     extension_seeds: int = param(1, "seeds each extension setting runs (the claims' setting runs n_seeds)")
@@ -82,6 +83,12 @@ class RangeTaskConfig:
         self.require_positive("extension_seeds", *optional)
         self.require_at_most(MAX_SEEDS, "extension_seeds", *optional)
 
+    @classmethod
+    def extension_forms(cls) -> list[str]:
+        """A split by name (the other split, in the claims' number format) and "digits:SPLIT" (that split with
+        digit-spaced numbers, when the claims' numbers are whole)."""
+        return [*cls.CHOICES["split"], *(f"digits:{s}" for s in cls.CHOICES["split"])]
+
     def preflight(self) -> None:
         """The backbone folder holds a model with at least k_trainable blocks (checked before torch loads); the device
         exists."""
@@ -96,10 +103,13 @@ class RangeTaskConfig:
 
     @property
     def settings(self) -> list[Setting]:
-        """Every (split, number format) measured: the claims' setting first, then the extensions."""
-        splits = [self.split] + [s for s in str(self.splits_reported).split(",") if s != self.split]
-        extra = str(self.digits_variant_on).split(",") if self.number_format == "whole" else []
-        return [Setting(sp, self.number_format) for sp in splits] + [Setting(sp, "digits") for sp in extra if sp in splits]
+        """Every (split, number format) measured: the claims' setting first, then the extensions (other splits, then
+        digit-spaced variants), each once."""
+        ext = self.extensions or []
+        splits = [self.split] + [s for s in ext if s in self.CHOICES["split"] and s != self.split]
+        digits = [e.split(":")[1] for e in ext if e.startswith("digits:")] if self.number_format == "whole" else []
+        return list(dict.fromkeys([Setting(sp, self.number_format) for sp in splits] + [Setting(sp, "digits")
+                                                                                        for sp in digits]))
 
     def seeds_for(self, setting: Setting) -> list[int]:
         """The seeds a setting runs: all `n_seeds` on the claims' setting (the paper's protocol), `split_seeds` on the

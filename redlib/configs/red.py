@@ -4,10 +4,12 @@ size are built in `red/types.py`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import ClassVar
+from typing import Any, ClassVar, Mapping
 
 from ..core.config import MAX_EPOCHS, MAX_WIDTH, ExperimentConfig, ParameterError, param
 from ..core.settings import TrainConfig
+from ..tasks.mixed import parse_mix
+from .ranges import mix_words
 
 
 @dataclass
@@ -30,6 +32,8 @@ class RedConfig(ExperimentConfig):
     router_hidden: int = param(256, "hidden width of the two-layer router (the paper: 256)")
     rank_divisor: int = param(4, "the residual rank is d / rank_divisor (the paper: d/4)")
     code_scale: float = param(0.1, "the released code's scale on the routed expert logits")
+    extensions: list[str] | None = param(None, "what runs beside the paper's protocol, as extensions no verdict reads, "
+                                               "a list of {extensions}")
 
     def check(self) -> None:
         super().check()
@@ -40,6 +44,11 @@ class RedConfig(ExperimentConfig):
         self.require_finite("head_lr", "code_scale")
         if not 0 < self.backbone_fraction <= 1:
             raise ParameterError(f"parameter 'backbone_fraction' must be in (0, 1], got {self.backbone_fraction}")
+        forms = self.extension_forms()
+        for e in self.extensions or []:
+            if e not in forms and not any(f.endswith(">") and e.startswith(f[:f.index("<")]) for f in forms):
+                raise ParameterError(f"unknown extension {e!r} in parameter 'extensions' of {self.NOTEBOOK}; allowed: "
+                                     + (", ".join(forms) or "none (this page has none)"))
         if self.expert_hidden < 0 or self.router_hidden < 1:
             raise ParameterError(f"parameters 'expert_hidden' (0: a linear expert) must be >= 0 and 'router_hidden' >= 1, "
                                  f"got {self.expert_hidden} and {self.router_hidden}")
@@ -48,6 +57,11 @@ class RedConfig(ExperimentConfig):
     CODE_MOE: ClassVar[bool] = False
     # stage 1's rows with as many of each class (the research code's MNIST base), else drawn at random (the paper's)
     BALANCED_BASE: ClassVar[bool] = False
+
+    @classmethod
+    def extension_forms(cls) -> list[str]:
+        """The entries `extensions` takes on this page ("mix:<shares>": a value of the reader's after the colon)."""
+        return []
 
     def fit_config(self, seed: int, desc: str, lr: float | None = None, max_epochs: int | None = None) -> TrainConfig:
         """A stage's fit settings, under the convergence rule when `double_cap`."""
@@ -61,6 +75,33 @@ class RedConfig(ExperimentConfig):
     def rank(self, d: int) -> int:
         """The residual rank r = d / rank_divisor (at least 1)."""
         return max(1, d // self.rank_divisor)
+
+
+# the switches that `extensions` replaced, as runs before it recorded them
+LEGACY_EXTENSIONS = ("splits_reported", "digits_variant_on", "mix_variant", "attribution", "crossed_splits")
+
+
+def _listed(value: list | str | None) -> list[str]:
+    """A recorded list of splits: a list, or the comma-separated string of older runs ("none": empty)."""
+    if isinstance(value, str):
+        return [v for v in value.split(",") if v != "none"]
+    return list(value or [])
+
+
+def upgraded(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Recorded parameters in today's names: a run from before `extensions` recorded its extensions as five switches
+    (the other split in `splits_reported`, `digits_variant_on`, Task 2's `mix_variant`, the step decomposition's
+    `attribution`, MNIST's `crossed_splits`); they become the one list, as that run would pass it now."""
+    if not any(k in params for k in LEGACY_EXTENSIONS):
+        return dict(params)
+    split, reported = params.get("split", "iid"), _listed(params.get("splits_reported"))
+    ext = [s for s in reported if s != split] + [f"digits:{s}" for s in _listed(params.get("digits_variant_on"))
+                                                 if s in reported or s == split]
+    mix = params.get("mix_variant")
+    if mix not in (None, "none") and parse_mix(mix) != parse_mix(params.get("step_mix", mix)):
+        ext.append(f"mix:{mix_words(mix)}")
+    ext += [k for k in ("attribution", "crossed_splits") if params.get(k)]
+    return {**{k: v for k, v in params.items() if k not in LEGACY_EXTENSIONS}, "extensions": ext}
 
 
 def protocol_words(cfg: RedConfig) -> str:

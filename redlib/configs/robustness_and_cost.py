@@ -13,14 +13,12 @@ from .task1_addition import Task1Config
 from .task2_mixed import Task2Config
 
 
-def _numbers(name: str, text: str, low: float, high: float, kind: type = float) -> list:
-    try:
-        values = [kind(v) for v in text.split(",")]
-    except ValueError:
-        raise ParameterError(f"parameter {name!r} must be comma-separated numbers, got {text!r}") from None
+def _numbers(name: str, values: list, low: float, high: float, kind: type = float) -> list:
+    """The list parameter `name`'s distinct values in order, each in [low, high] (a one-line error if not)."""
     if not values or any(not low <= v <= high for v in values):
-        raise ParameterError(f"parameter {name!r} takes numbers in [{low:g}, {high:g}], got {text!r}")
-    return sorted(set(values))
+        raise ParameterError(f"parameter {name!r} takes a non-empty list of numbers in [{low:g}, {high:g}], got "
+                             f"{values!r}")
+    return sorted({kind(v) for v in values})
 
 
 @dataclass
@@ -36,11 +34,14 @@ class RobustnessConfig(NotebookConfig):
                                       "Qwen3-0.6B)")
     mnist_data_dir: str | None = param(None, "None: the embedded 5,000 digits; or the MNIST IDX folder the MNIST page "
                                              "used")
-    noise_levels: str = param("0,0.25,0.5,1,2,4", "sd of the Gaussian noise on router logits, in units of each gate's "
-                                                  "logit sd")
-    misroute_fractions: str = param("0,0.1,0.2,0.3,0.5,0.75,1", "fractions of inputs sent to a wrong expert")
-    flatten_levels: str = param("0,0.25,0.5,0.75,1", "amounts of flattening toward uniform weights (1: uniform)")
-    rank_divisors: str = param("2,4,8", "the rank ablation uses ranks d / divisor (must include 4, the paper's d/4)")
+    noise_levels: list[float] = param([0, 0.25, 0.5, 1, 2, 4], "sd of the Gaussian noise on router logits, in units "
+                                                                "of each gate's logit sd")
+    misroute_fractions: list[float] = param([0, 0.1, 0.2, 0.3, 0.5, 0.75, 1], "fractions of inputs sent to a wrong "
+                                                                              "expert")
+    flatten_levels: list[float] = param([0, 0.25, 0.5, 0.75, 1], "amounts of flattening toward uniform weights (1: "
+                                                                 "uniform)")
+    rank_divisors: list[int] = param([2, 4, 8], "the rank ablation uses ranks d / divisor (must include 4, the paper's "
+                                                "d/4)")
     replacement_seed: int = param(1000, "experts replaced by ones trained with seed replacement_seed + run seed")
     stable_tol: float = param(0.02, "the plug-in claim holds when accuracy on the untouched domains moves by at most "
                                     "this")
@@ -86,7 +87,7 @@ class RobustnessConfig(NotebookConfig):
     @property
     def ranks(self) -> list[int]:
         """Residual rank divisors of the rank ablation (r = d / divisor)."""
-        return [int(v) for v in _numbers("rank_divisors", self.rank_divisors, 1, 1024, int)]
+        return _numbers("rank_divisors", self.rank_divisors, 1, 1024, int)
 
     def sources(self) -> dict[str, RedConfig]:
         """The configs of the pages whose runs this page reuses, at their profile's values (so their stages load, and

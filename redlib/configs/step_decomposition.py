@@ -23,20 +23,28 @@ class DecompositionConfig(MixedTaskConfig, RangeTaskConfig, RedConfig):
     tagger_lr: float = param(0.001, "AdamW learning rate of the decomposer")
     tagger_epochs: int | None = param(None, "cap for the decomposer")
     tagger_samples: int | None = param(None, "train expressions the decomposer learns from (val: an eighth)")
-    attribution: bool = param(True, "also run, on the first seed of the claims' setting, the 2x2 of stage 1 at 1e-3 or "
-                                    "1e-4 and every small stage at 1e-3 or 1e-4, each under the same convergence rule "
-                                    "(an extension: what moves execution)")
 
     NOTEBOOK: ClassVar[str] = "step_decomposition"
     KEY: ClassVar[str] = "sd"  # its claims' ids and glued values start with it ("sd.", "sd_")
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
                   "backbone_patience": 3, "split_seeds": 1, "op_samples": 1000, "tagger_epochs": 3,
-                  "tagger_samples": 2000, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+                  "tagger_samples": 2000, "extensions": ["isolated", "attribution"]},
         "full": {"double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
                  "split_seeds": 1, "op_samples": 20_000, "tagger_epochs": 10,
-                 "tagger_samples": 4000, "splits_reported": "iid,isolated", "digits_variant_on": "none"},
+                 "tagger_samples": 4000, "extensions": ["isolated", "attribution"]},
     }
+
+    @classmethod
+    def extension_forms(cls) -> list[str]:
+        """The range task's, and "attribution": on the first seed of the claims' setting, the 2x2 of stage 1 at 1e-3 or
+        1e-4 and every small stage at 1e-3 or 1e-4, each under the same convergence rule (what moves execution)."""
+        return [*super().extension_forms(), "attribution"]
+
+    @property
+    def attribution(self) -> bool:
+        """Whether the 2x2 attribution runs."""
+        return "attribution" in (self.extensions or [])
 
     def check(self) -> None:
         super().check()

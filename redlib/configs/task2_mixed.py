@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from ..core.config import ParameterError, param
 from ..tasks.mixed import PHRASINGS, parse_mix
-from .ranges import RangeTaskConfig, Setting, range_choices
+from .ranges import RangeTaskConfig, Setting, mix_from_words, range_choices
 from .red import RedConfig
 
 
@@ -38,34 +38,40 @@ class MixedTaskConfig:
 class Task2Config(MixedTaskConfig, RangeTaskConfig, RedConfig):
     """Arithmetic Task 2 (mixed): range experts, routers, RED and the four baselines on expressions."""
 
-    mix_variant: str = param("1:0.5,2:0.5", "also run the claims' split with this step mix, on the first "
-                                            "extension_seeds seeds, as an extension (\"none\": not run)")
-
     NOTEBOOK: ClassVar[str] = "task2_mixed"
     KEY: ClassVar[str] = "t2"  # its claims' ids and glued values start with it ("t2.", "t2_")
     NAMESPACE: ClassVar[str] = "task2"  # its stage-cache namespace
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
-                  "backbone_patience": 3, "split_seeds": 1, "splits_reported": "iid,isolated",
-                  "digits_variant_on": "none"},
+                  "backbone_patience": 3, "split_seeds": 1, "extensions": ["isolated", "mix:50/50"]},
         "full": {"double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
-                 "split_seeds": 1, "splits_reported": "iid,isolated",
-                 "digits_variant_on": "none"},
+                 "split_seeds": 1, "extensions": ["isolated", "mix:50/50"]},
     }
+
+    @classmethod
+    def extension_forms(cls) -> list[str]:
+        """The range task's, and "mix:<shares>": the claims' split under another step mix, in percent of one, two, ...
+        operations ("mix:50/50")."""
+        return [*super().extension_forms(), "mix:<percent shares, e.g. 50/50>"]
 
     def check(self) -> None:
         super().check()
-        if self.mix_variant != "none":
-            check_mix(self, "mix_variant")
+        for e in self.extensions or []:
+            if e.startswith("mix:"):
+                try:
+                    parse_mix(mix_from_words(e[4:]))
+                except ValueError:
+                    raise ParameterError(f"extension {e!r} of {self.NOTEBOOK}: after 'mix:' come the percent shares of "
+                                         "one, two, ... operations, summing to 100, e.g. 'mix:50/50'") from None
 
     @property
     def settings(self) -> list[Setting]:
-        """The range task's settings, then the claims' split under the `mix_variant` step mix (an extension)."""
+        """The range task's settings, then the claims' split under each other step mix of `extensions`."""
         main = super().settings
-        if self.mix_variant == "none" or parse_mix(self.mix_variant) == parse_mix(self.step_mix):
-            return main
-        return [*main, Setting(main[0].split, main[0].number_format, mix=self.mix_variant)]
+        mixes = [mix_from_words(e[4:]) for e in self.extensions or [] if e.startswith("mix:")]
+        return main + [Setting(main[0].split, main[0].number_format, mix=m) for m in dict.fromkeys(mixes)
+                       if parse_mix(m) != parse_mix(self.step_mix)]
 
 
 def check_mix(cfg: MixedTaskConfig, name: str) -> None:

@@ -40,32 +40,56 @@ class ParameterError(ValueError):
 def param(default: Any, help: str) -> Any:
     """A notebook parameter, declared once: its default and what it does (the parameters cell and the Reproduce page
     show the help; `{notebook}` and `{choices}` in it are filled in, and a `None` default that a profile fills gets
-    the profile's values appended)."""
+    the profile's values appended). A list default is copied for each config."""
+    if isinstance(default, list):
+        return dataclasses.field(default_factory=lambda: list(default), metadata={"help": help, "default": default})
     return dataclasses.field(default=default, metadata={"help": help})
 
 
 def literal(value: Any) -> str:
-    """A parameter value as a parameters cell writes it ("full", 0.0001, None)."""
+    """A parameter value as a parameters cell writes it ("full", 0.0001, None, ["iid", "pairs"])."""
+    if isinstance(value, list):
+        return "[" + ", ".join(map(literal, value)) + "]"
     return json.dumps(value) if isinstance(value, str) else repr(value)
 
 
-def _allowed_types(hint: Any) -> tuple[type, ...]:
-    """The runtime types a field's annotation admits (`int | None` -> (int, NoneType))."""
+def _allowed_types(hint: Any) -> tuple[Any, ...]:
+    """The runtime types a field's annotation admits (`int | None` -> (int, NoneType); a list stays `list[float]`)."""
     if typing.get_origin(hint) in (typing.Union, types.UnionType):
         return tuple(t for a in typing.get_args(hint) for t in _allowed_types(a))
     return (type(None),) if hint is None else (hint,)
 
 
-def _type_name(types_: tuple[type, ...]) -> str:
-    return " or ".join("None" if t is type(None) else t.__name__ for t in types_)
+def _element(t: Any) -> type | None:
+    """The element type of a list type (`list[float]` -> float), else None."""
+    return typing.get_args(t)[0] if typing.get_origin(t) is list else None
 
 
-def _type_ok(value: Any, types_: tuple[type, ...]) -> bool:
+def _type_name(types_: tuple[Any, ...]) -> str:
+    return " or ".join("None" if t is type(None) else f"a list of {_element(t).__name__}" if _element(t)
+                       else t.__name__ for t in types_)
+
+
+def _parse(t: Any, text: str) -> Any:
+    """A command-line string as type `t` (ValueError if it is not one); a list is comma-separated ("0,0.5,1",
+    "[0, 0.5, 1]"), and "" or "[]" is an empty one."""
+    if _element(t):
+        return [_parse(_element(t), v.strip().strip("'\"")) for v in text.strip().strip("[]").split(",") if v.strip()]
+    if t is bool and text.lower() in ("true", "false", "1", "0"):
+        return text.lower() in ("true", "1")
+    if t in (int, float, str):
+        return t(text)
+    raise ValueError(text)
+
+
+def _type_ok(value: Any, types_: tuple[Any, ...]) -> bool:
+    if isinstance(value, (list, tuple)):  # papermill and YAML give lists; a tuple is one too
+        return any(_element(t) and all(_type_ok(v, (_element(t),)) for v in value) for t in types_)
     if isinstance(value, bool):  # bool is an int subclass; only a bool field takes it
         return bool in types_
     if isinstance(value, int) and float in types_ and int not in types_:
         return True  # 1 is a fine float
-    return isinstance(value, types_)
+    return isinstance(value, tuple(t for t in types_ if not _element(t)))
 
 
 @dataclass
@@ -99,12 +123,20 @@ class NotebookConfig:
         return [f.name for f in dataclasses.fields(cls)]
 
     @classmethod
+    def default(cls, name: str) -> Any:
+        """Parameter `name`'s declared default (a fresh copy of a list)."""
+        field = {f.name: f for f in dataclasses.fields(cls)}[name]
+        return list(field.metadata["default"]) if "default" in field.metadata else field.default
+
+    @classmethod
     def describe(cls, name: str) -> str:
         """What parameter `name` does: its help, with the allowed values and the profiles' values filled in."""
         field = {f.name: f for f in dataclasses.fields(cls)}[name]
         allowed = cls.CHOICES.get(name, PROFILES if name == "profile" else ())
         choices = ", ".join(map(literal, allowed[:-1])) + " or " + literal(allowed[-1]) if allowed else ""
-        text = field.metadata.get("help", "").format(notebook=cls.NOTEBOOK, choices=choices)
+        forms = list(map(literal, getattr(cls, "extension_forms", list)()))
+        extensions = ", ".join(forms[:-1]) + " or " + forms[-1] if len(forms) > 1 else "".join(forms) or "none here"
+        text = field.metadata.get("help", "").format(notebook=cls.NOTEBOOK, choices=choices, extensions=extensions)
         if field.default is None and all(name in d for d in cls.PROFILE_DEFAULTS.values()):
             values = ", ".join(f"{p} {literal(cls.PROFILE_DEFAULTS[p][name])}" for p in PROFILES)
             text += ("; " if text else "") + f"None: the profile's value ({values})"
@@ -113,10 +145,10 @@ class NotebookConfig:
     @classmethod
     def parameters_source(cls) -> str:
         """The notebook's `parameters` cell, as it follows from this config (one line per parameter)."""
-        return "\n".join(f"{n} = {literal(getattr(cls, n))}  # {cls.describe(n)}" for n in cls.param_names())
+        return "\n".join(f"{n} = {literal(cls.default(n))}  # {cls.describe(n)}" for n in cls.param_names())
 
     @classmethod
-    def field_types(cls) -> dict[str, tuple[type, ...]]:
+    def field_types(cls) -> dict[str, tuple[Any, ...]]:
         """Allowed runtime types per parameter."""
         hints = typing.get_type_hints(cls)
         return {n: _allowed_types(hints[n]) for n in cls.param_names()}
@@ -138,10 +170,10 @@ class NotebookConfig:
                 )
         for name, allowed in cls.CHOICES.items():
             value = params.get(name)
-            if value is not None and value not in allowed:
-                raise ParameterError(
-                    f"unknown value {value!r} for parameter {name!r} of {cls.NOTEBOOK}; allowed: {', '.join(map(str, allowed))}"
-                )
+            for v in (value if isinstance(value, (list, tuple)) else [] if value is None else [value]):
+                if v not in allowed:
+                    raise ParameterError(f"unknown value {v!r} for parameter {name!r} of {cls.NOTEBOOK}; allowed: "
+                                         + ", ".join(map(str, allowed)) + (" (a list of them)" if value != v else ""))
         profile = params.get("profile", cls.profile)
         if profile not in PROFILES:
             raise ParameterError(f"unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
@@ -157,30 +189,44 @@ class NotebookConfig:
             raise ParameterError(
                 f"unknown parameter {name!r} for notebook {cls.NOTEBOOK}; allowed: {', '.join(cls.param_names())}"
             )
+        if any(_element(t) for t in types_) and text.lower() == "none":
+            return []  # a list parameter's "none" is the empty list (leaving it out gives the profile's value)
         if type(None) in types_ and text.lower() in ("none", "null"):
             return None
         for t in types_:
-            if t is bool and text.lower() in ("true", "false", "1", "0"):
-                return text.lower() in ("true", "1")
-            if t in (int, float):
-                try:
-                    return t(text)
-                except ValueError:
-                    continue
-            if t is str:
-                return text
+            try:
+                return _parse(t, text)
+            except ValueError:
+                continue
         raise ParameterError(
             f"parameter {name!r} of {cls.NOTEBOOK} must be {_type_name(types_)}, got {text!r}"
         )
 
     @classmethod
+    def listed(cls, params: Mapping[str, Any]) -> dict[str, Any]:
+        """`params` with each list parameter as a list: a tuple, one number, or a comma-separated string (papermill's
+        `-p`, and the runs recorded before these parameters were lists) is turned into one ("none": the empty list)."""
+        lists = {n for n, ts in cls.field_types().items() if any(_element(t) for t in ts)}
+        out = dict(params)
+        for name in lists & set(params):
+            value = params[name]
+            if isinstance(value, tuple):
+                out[name] = list(value)
+            elif isinstance(value, (int, float)) and not isinstance(value, bool):  # papermill's `-p rank_divisors 4`
+                out[name] = [value]
+            elif isinstance(value, str):
+                out[name] = cls.coerce(name, value)
+        return out
+
+    @classmethod
     def from_params(cls, **params: Any):
         """Validate the parameters and fill `None` fields from the profile."""
+        params = cls.listed(params)
         cls.validate(params)
         cfg = cls(**params)
         for name, value in cls.PROFILE_DEFAULTS[cfg.profile].items():
             if getattr(cfg, name) is None:
-                setattr(cfg, name, value)
+                setattr(cfg, name, list(value) if isinstance(value, list) else value)
         cfg.check()
         return cfg
 

@@ -176,5 +176,5 @@ def found(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_tra
         "mn_verdicts": ", ".join(f"{c} {verdict}" for c, verdict in v.items()), **verdict_keys(cfg.KEY, v),
         "mn_stage1_far": far_seeds_words(stage1_seeds(t["epochs"])),
         "mn_stage1_cause": (far_cause_words(t["stage1_by_split"]) if "stage1_by_split" in t
-                            else "not run (pass -p crossed_splits True to run it)"),
+                            else "not run (pass -p extensions crossed_splits to run it)"),
     }

@@ -1,7 +1,7 @@
 """An analysis of the step-decomposition page beside its claims: what moves program execution.
 
 RED's op experts are residuals read out through stage 1's frozen head; the softmax MoE's experts carry heads of
-their own. The 2x2 attribution (`decomposition.attribution`) trains stage 1 and the small stages each at 1e-3 and
+their own. The 2x2 attribution (`step_decomposition.attribution`) trains stage 1 and the small stages each at 1e-3 and
 1e-4 on one seed, so that a change of execution can be laid at one of them.
 """
 
@@ -31,7 +31,7 @@ def attribution_effects(att: pd.DataFrame) -> dict[str, float]:
 def attribution_words(att: pd.DataFrame | None) -> str:
     """What the 2x2 shows, in a sentence: which factor moves each method's execution more."""
     if att is None or att.empty:
-        return "not run (`attribution=False`)"
+        return "not run (\"attribution\" is not in `extensions`)"
     eff = attribution_effects(att)
     parts = []
     for m in METHODS:
