@@ -42,8 +42,36 @@ def test_every_setting_with_room_to_rank_is_a_row_judged_by_the_ledgers_rule(tmp
     assert "(3 settings)" in words and "in 1, behind it in 1 and tied in 1" in words and "Task 1, iid" in words
 
 
+def test_a_setting_on_one_seed_is_shown_but_not_judged(tmp_path):
+    """One paired difference has no spread: its row says so instead of calling +0.3 a tie, and the sentence counts
+    it apart."""
+    page(tmp_path, "task2_mixed", "overall", accs("iid", [0.90, 0.91, 0.92], [0.80, 0.81, 0.815])
+         + accs("isolated", [0.6], [0.3]))
+    df, left_out = headline.red_vs_moe("full", tmp_path)
+    assert list(df["by the ledger's rule"]) == ["RED ahead", headline.ONE_SEED]
+    words = headline.answer_words(df, left_out)
+    assert "on several seeds (1 setting), RED is ahead of the softmax MoE in 1" in words
+    assert "1 setting ran on one seed: a difference there has no spread" in words
+    alone, _ = headline.red_vs_moe("full", tmp_path / "nowhere")
+    page(tmp_path / "one", "mnist_label5", "overall", [{k: v for k, v in r.items() if k != "run"}
+                                                       for r in accs("", [0.95], [0.90])])
+    only, _ = headline.red_vs_moe("full", tmp_path / "one")
+    assert headline.answer_words(only, []).startswith("Every setting with room to rank (1 setting ran on one seed")
+    assert headline.answer_words(alone, []) == "No setting with room to rank has been measured yet."
+
+
 def test_the_misses_are_counted_by_where_they_lie():
     table = pd.DataFrame({"verdict": ["does not hold"] * 4 + ["holds"], "miss": ["above", "above", "below", "", ""]})
     words = headline.misses_words(table, {"Task 1 (iid)": 1.0})
     assert words.startswith("Of the 4 claims that do not hold, 2 lie above the paper's numbers, 1 below")
     assert "1 is an order or a bound" in words and "Task 1 (iid) 100%" in words and "Most misses lie above" in words
+
+
+def test_a_page_states_a_one_seed_gap_without_a_verdict():
+    """The pages' RED − MoE words follow the same rule: several seeds get the ledger's reading, one seed none."""
+    from redlib.experiments import ranges
+
+    three = pd.DataFrame({"RED": [0.90, 0.91, 0.92], "softmax MoE": [0.80, 0.81, 0.815]})
+    assert ranges.paired_gap(three).endswith("over 3 seeds, RED ahead by the ledger's rule")
+    one = ranges.paired_gap(three.iloc[:1])
+    assert one.startswith("+0.100 on one seed") and "tie" not in one

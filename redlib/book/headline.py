@@ -24,6 +24,7 @@ PAGES = {
     "mnist_label5": ("MNIST", ("mn.red.acc", "mn.moe.acc", None)),
 }
 OUTCOME = {"above": "RED ahead", "below": "MoE ahead", "tie": "tie"}
+ONE_SEED = "one seed: not judged"  # a single paired difference has no spread to judge it against
 
 
 def _accuracies(page: str, profile: str, root: str | os.PathLike) -> pd.DataFrame | None:
@@ -72,7 +73,8 @@ def red_vs_moe(profile: str = "full", root: str | os.PathLike = "results") -> tu
         # the paper's gap beside the page's first row shown (its claims' setting, or the paper's, named)
         paper = "—" if page in shown else f"{_paper_gap(ids):+.3f}" + ("" if run == claims_run else f" ({claims_run})")
         rows.append({"setting": f"{name}, {reader(run)}" if run else name, "page": page,
-                     "RED − softmax MoE": gap, "sd": sd, "seeds": len(g), "by the ledger's rule": OUTCOME[outcome],
+                     "RED − softmax MoE": gap, "sd": sd, "seeds": len(g),
+                     "by the ledger's rule": OUTCOME[outcome] if len(g) > 1 else ONE_SEED,
                      "paper's gap": paper})
         shown.add(page)
     return pd.DataFrame(rows), left_out
@@ -95,10 +97,17 @@ def answer_words(df: pd.DataFrame, left_out: list[str]) -> str:
     n = df["by the ledger's rule"].value_counts()
     paper = [float(v.split()[0]) for v in df["paper's gap"] if v != "—"]
     ceiling = f" Left out, both at the ceiling: {'; '.join(left_out)}." if left_out else ""
-    return (f"Wherever there is room to rank ({len(df)} settings), RED is ahead of the softmax MoE in "
-            f"{n.get('RED ahead', 0)}, behind it in {n.get('MoE ahead', 0)} and tied in {n.get('tie', 0)} by the ledger's "
-            f"rule (a paired difference 0.01 beyond its spread); the paper reports RED ahead by {min(paper):+.3f} to "
-            f"{max(paper):+.3f} on these tasks.{ceiling}")
+    single = int(n.get(ONE_SEED, 0))
+    judged = len(df) - single
+    one = (f"{single} setting{'s' if single != 1 else ''} ran on one seed: a difference there has no spread to be judged "
+           "against") if single else ""
+    paper_words = f"the paper reports RED ahead by {min(paper):+.3f} to {max(paper):+.3f} on these tasks"
+    if not judged:
+        return f"Every setting with room to rank ({one}), so none is judged; {paper_words}.{ceiling}"
+    return (f"Wherever there is room to rank on several seeds ({judged} setting{'s' if judged != 1 else ''}), RED is ahead "
+            f"of the softmax MoE in {n.get('RED ahead', 0)}, behind it in {n.get('MoE ahead', 0)} and tied in "
+            f"{n.get('tie', 0)} by the ledger's rule (a paired difference 0.01 beyond its spread); {paper_words}."
+            + (f" {one[0].upper()}{one[1:]}." if one else "") + ceiling)
 
 
 def misses_words(table: pd.DataFrame, seen: dict[str, float]) -> str:
