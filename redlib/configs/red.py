@@ -60,7 +60,8 @@ class RedConfig(ExperimentConfig):
 
     @classmethod
     def extension_forms(cls) -> list[str]:
-        """The entries `extensions` takes on this page ("mix:<shares>": a value of the reader's after the colon)."""
+        """The entries `extensions` takes on this page (a form ending in "<...>", as Task 2's "mix:<percent shares,
+        ...>", takes a value of the reader's after the colon)."""
         return []
 
     def fit_config(self, seed: int, desc: str, lr: float | None = None, max_epochs: int | None = None) -> TrainConfig:

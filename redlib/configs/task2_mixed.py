@@ -51,8 +51,8 @@ class Task2Config(MixedTaskConfig, RangeTaskConfig, RedConfig):
 
     @classmethod
     def extension_forms(cls) -> list[str]:
-        """The range task's, and "mix:<shares>": the claims' split under another step mix, in percent of one, two, ...
-        operations ("mix:50/50")."""
+        """The range task's, and "mix:<percent shares, ...>": the claims' split under another step mix, in percent
+        of one, two, ... operations ("mix:50/50")."""
         return [*super().extension_forms(), "mix:<percent shares, e.g. 50/50>"]
 
     def check(self) -> None:
