@@ -110,7 +110,9 @@ show(by_kind, precision=1)
 # **An estimate, not a timing.** Where a cold timing did not run today's profile and code, the published run still
 # tells what its stages cost: the stage cache records each stage's seconds, so a page's training takes between "all
 # busy" (every process training all the time) and "stage 1 apart" (stage 1's seconds, then the rest shared by the
-# workers). `robustness_and_cost` reuses the stages of the pages it builds on, so the book's sum leaves it out.
+# workers). `robustness_and_cost` reuses the stages of the pages it builds on, so the book's sum leaves it out. The
+# "longest stage" column says what the protocol costs: a stage trains until patience stops it, so a slow rate shows
+# as a stage of hundreds or thousands of epochs.
 
 # %% tags=["hide-input"]
 show(speed.Table("cold_estimates", page.estimates,

@@ -230,12 +230,16 @@ def test_cold_estimates_bracket_a_page_by_its_recorded_stage_seconds(tmp_path):
             "run_options": {"workers": 2},
             "stages": {"train_seconds_by_kind": {"mnist/stage1": 600.0, "mnist/expert": 1200.0},
                        "stages_without_recorded_cost": 0}}
+    pd.DataFrame({"stage": ["stage 1", "expert D1", "router"], "epochs run": [40, 1250, 90]}).to_csv(d / "epochs.csv")
     (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": prov, "sha256": digests(d, {})}))
     est = cold_estimates(["mnist_label5", "task2_mixed"], "full", tmp_path)  # task2 has no run: left out
     assert list(est["page"]) == ["mnist_label5"]
     row = est.iloc[0]
     assert row["stage 1 min"] == 10 and row["other stages, worker min"] == 20
     assert row["low: all busy, min"] == pytest.approx(10) and row["high: stage 1 apart, min"] == pytest.approx(20)
+    assert row["longest stage"] == "expert D1: 1,250 epochs"  # what the rate costs: the stage patience stopped last
+    assert report.longest("mnist_label5", est) == "; mnist_label5's longest stage, expert D1: 1,250 epochs"
+    assert report.longest("task2_mixed", est) == "" and report.longest("mnist_label5", None) == ""
     assert np.isnan(report.with_cold_times(None, est)["cold, timed, min"].iloc[0])  # no bench: nothing beside
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..book.costs import timed_runs
+from ..book.costs import LONGEST, timed_runs
 from ..book.registry import BOOK_MINUTES, BUDGETS, config_for, stage_kinds
 from ..configs.red import upgraded
 from ..core.config import ParameterError
@@ -227,7 +227,7 @@ def page_budgets(bench: dict, est: pd.DataFrame | None = None) -> list[dict]:
         stale = [p for p in b.pages if current_profile(p, "full", per_nb[p].get("parameters")) != "yes"]
         what = f"cold full profile of {' + '.join(b.pages)}" + (
             f" (timed before today's profile of {', '.join(stale)})" if stale else "")
-        cause = "; ".join(where_time_goes(p, per_nb[p]) for p in b.pages)
+        cause = "; ".join(where_time_goes(p, per_nb[p]) for p in b.pages) + "".join(longest(p, est) for p in b.pages)
         serial = sum(serial_stage_seconds(per_nb[p]) for p in b.pages) / 60
         if serial > b.minutes:
             cause += f"; stage 1 alone (no worker shortens it) takes {serial:.1f} min, over the budget"
@@ -239,6 +239,12 @@ def page_budgets(bench: dict, est: pd.DataFrame | None = None) -> list[dict]:
         rows.append(target(what, sum(per_nb[p]["wall_seconds"] for p in b.pages) / 60, b.minutes, False, "min",
                            cause=cause))
     return rows
+
+
+def longest(page: str, est: pd.DataFrame | None) -> str:
+    """The stage of a page's published run that trained the most epochs (a `cold_estimates` row), as a cause."""
+    row = est[est["page"] == page] if est is not None and LONGEST in est else []
+    return f"; {page}'s longest stage, {row.iloc[0][LONGEST]}" if len(row) and row.iloc[0][LONGEST] else ""
 
 
 def implied(page: str, est: pd.DataFrame | None) -> str:

@@ -46,14 +46,29 @@ def cold_estimates(pages: list[str], profile: str = "full", results_dir: str | o
     costs = published_costs(pages, profile, results_dir)
     rows = []
     for page, part in costs.groupby("page", sort=False):
-        workers = (read(page, profile, results_dir).provenance.get("run_options") or {}).get("workers", 1)
+        res = read(page, profile, results_dir)
+        workers = (res.provenance.get("run_options") or {}).get("workers", 1)
         serial = float(part.loc[part["stage"] == "stage1", "seconds"].sum())
         rest = float(part["seconds"].sum()) - serial
         rows.append({"page": page, "stage 1 min": serial / 60, "other stages, worker min": rest / 60,
                      "workers": workers, "low: all busy, min": (serial + rest) / (workers + 1) / 60,
-                     "high: stage 1 apart, min": (serial + rest / workers) / 60, "commit": part["git_commit"].iloc[0]})
+                     "high: stage 1 apart, min": (serial + rest / workers) / 60,
+                     LONGEST: longest_stage(res.table("epochs") if (res.dir / "epochs.csv").exists() else None),
+                     "commit": part["git_commit"].iloc[0]})
     return pd.DataFrame(rows, columns=["page", "stage 1 min", "other stages, worker min", "workers", "low: all busy, min",
-                                       "high: stage 1 apart, min", "commit"])
+                                       "high: stage 1 apart, min", LONGEST, "commit"])
+
+
+LONGEST = "longest stage"
+
+
+def longest_stage(epochs: pd.DataFrame | None) -> str:
+    """The stage that ran the most epochs in a page's epochs table, in words ("expert add: 1,673 epochs"); "" without
+    one. Under the convergence rule a stage trains until patience stops it, so this is what the page's rate costs."""
+    if epochs is None or not len(epochs) or "epochs run" not in epochs:
+        return ""
+    top = epochs.loc[epochs["epochs run"].idxmax()]
+    return f"{top['stage']}: {int(top['epochs run']):,} epochs"
 
 
 def timed_runs(params: dict) -> int:
