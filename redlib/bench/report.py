@@ -152,9 +152,9 @@ def current_profile(notebook: str, profile: str, timed: dict | None) -> str:
     if timed is None:
         return "not recorded"
     try:
-        now = config_for(notebook).from_params(profile=profile).asdict()
-        # older runs recorded list parameters as strings, and their extensions as five switches
-        timed = config_for(notebook).listed(upgraded(timed))
+        cls = config_for(notebook)
+        now = cls.from_params(profile=profile).asdict()
+        timed = cls.listed(upgraded(timed))  # older runs recorded lists as strings, and extensions as five switches
     except ParameterError:
         return "page no longer exists"
     ignored = ("results_dir", "device", "workers")  # where results go, and knobs that cannot change a number
@@ -241,18 +241,23 @@ def page_budgets(bench: dict, est: pd.DataFrame | None = None) -> list[dict]:
     return rows
 
 
+def _estimate(page: str, est: pd.DataFrame | None) -> pd.Series | None:
+    """A page's `cold_estimates` row, or None where there is none."""
+    row = est[est["page"] == page] if est is not None else []
+    return row.iloc[0] if len(row) else None
+
+
 def longest(page: str, est: pd.DataFrame | None) -> str:
     """The stage of a page's published run that trained the most epochs (a `cold_estimates` row), as a cause."""
-    row = est[est["page"] == page] if est is not None and LONGEST in est else []
-    return f"; {page}'s longest stage, {row.iloc[0][LONGEST]}" if len(row) and row.iloc[0][LONGEST] else ""
+    r = _estimate(page, est)
+    return f"; {page}'s longest stage, {r[LONGEST]}" if r is not None and r.get(LONGEST) else ""
 
 
 def implied(page: str, est: pd.DataFrame | None) -> str:
     """What a page's published run implies of its cold time (a `cold_estimates` row), for a timing that is stale."""
-    row = est[est["page"] == page] if est is not None else []
-    if not len(row):
+    r = _estimate(page, est)
+    if r is None:
         return ""
-    r = row.iloc[0]
     return (f"; {page} as published ({r['commit']}): {r['low: all busy, min']:.0f}-"
             f"{r['high: stage 1 apart, min']:.0f} min, stage 1 {r['stage 1 min']:.0f}")
 

@@ -88,9 +88,9 @@ def profile_words(cfg: RangeTaskConfig, bb: Backbone) -> str:
 def paired_gap(acc: pd.DataFrame, a: str = "RED", b: str = "softmax MoE") -> str:
     """a − b over seeds (rows of `acc`), paired by seed: 'mean ± sd over N seeds', as the ledger's rule reads it."""
     outcome, gap, sd = pair_outcome(acc[a].tolist(), acc[b].tolist())
-    spread = f" ± {small(sd)}" if sd == sd else ""
     if len(acc) < 2:
         return f"{small(gap, sign=True)} on one seed, which has no spread for the ledger's rule to judge it by"
+    spread = f" ± {small(sd)}"
     rule = {"above": f"{a} ahead", "below": f"{b} ahead", "tie": "a tie"}[outcome]
     return f"{small(gap, sign=True)}{spread} over {seeds_words(len(acc))}, {rule} by the ledger's rule"
 
