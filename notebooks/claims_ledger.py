@@ -62,11 +62,7 @@ display(HTML(ledger_html.summary_html(counts)))
 # %% [markdown]
 # ## Verdicts that changed since the previous publication
 #
-# Order claims are decided by paired seeds: "A > B" holds only when the mean of the per-seed differences
-# exceeds their spread (sample standard deviation) by 0.01 or more; a smaller difference is a **tie**,
-# counted as partly, and a comparison whose every value is 0.995 or above is **untestable here**. Claims of several numbers (per range, per domain, per case) are judged seed by seed as
-# scalar ones are, and a quantity measured on other hardware and another backbone is **not comparable**.
-# The table lists every claim whose verdict moved, with the cause.
+# Every claim whose verdict moved since the previous publication, with its cause, under the rules above.
 
 # %% tags=["hide-input"]
 from redlib.core.paths import project_root

@@ -326,3 +326,19 @@ def test_the_speed_pages_answer_says_whether_the_book_meets_its_budget_and_what_
     low = {**book, "pages": [*book["pages"], {"page": "c", "min": 0.0, "commit": "z", "disturbed": "", "resumed": "its own"}]}
     # a page resumed: the sum is a lower bound, it can only miss for sure
     assert "takes at least 100 min: it misses" in cold_answer(low, 90) and "it may miss" in cold_answer(low, 120)
+
+
+def test_the_make_html_route_counts_the_reading_pages_it_executes(tmp_path):
+    """`make html` executes the reading pages from the results files, then builds: its cost is both, as timed."""
+    import json
+
+    from redlib.book.registry import PAGES
+
+    reading = [p.name for p in PAGES if not p.trains]
+    per = {n: {"wall_seconds": 6.0} for n in reading}
+    path = tmp_path / "bench.json"
+    path.write_text(json.dumps({"notebooks": {"full": {"book_build_seconds": 9.0, "per_notebook": per}}}))
+    html = report.route_costs(path).set_index("command").iloc[:, 1]["make html"]
+    assert html == f"{9 + 6 * len(reading):.0f} s: the reading pages {6 * len(reading):.0f} s, the build 9 s"
+    path.write_text(json.dumps({"notebooks": {"full": {"book_build_seconds": 9.0, "per_notebook": {}}}}))
+    assert report.route_costs(path).set_index("command").iloc[:, 1]["make html"].endswith("reading pages not timed")

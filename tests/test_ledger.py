@@ -201,6 +201,24 @@ def test_a_pages_extensions_sit_in_a_table_of_their_own_with_the_rules_word():
     assert ledger.extension_table({"t1.moe.acc": measured["t1.moe.acc"]}).empty
 
 
+def test_a_pages_claims_table_says_a_spread_note_all_rows_share_once_in_its_header():
+    """'(2 seeds, each seed its own data)' in every row would make each row several lines tall: the header says it."""
+    same = {"t1.red.acc": {"value": 0.96, "per_seed": [0.95, 0.97], "notebook": "task1_addition"},
+            "t1.moe.acc": {"value": 0.86, "per_seed": [0.85, 0.87], "notebook": "task1_addition"},
+            "t1.red.per_range": {"value": [1.0] * 5}}  # no spread: its cell stays empty
+    df = ledger.page_table(same)
+    column = [c for c in df.columns if c.startswith("spread over seeds")]
+    assert column == ["spread over seeds (2 seeds, each seed its own data)"]
+    assert df[column[0]].tolist() == ["± 0.014", "± 0.014", ""]
+    mixed = ledger.page_table({**same, "t1.global.acc": {"value": 0.5, "per_seed": [0.5], "notebook": "task1_addition"}})
+    assert "one seed: no spread" in mixed["spread over seeds"].tolist()  # notes differ: each cell keeps its own
+
+
+def test_a_mean_in_exponent_form_gets_its_spread_in_exponent_form_with_a_minus_that_never_wraps():
+    shown = ledger._spread({"per_seed": [1e-7, 3e-7], "notebook": "toy_experiments"})
+    assert shown.startswith("± 1.41e\u201107") and "< 5e-4" not in shown
+
+
 def test_an_order_needs_a_difference_001_beyond_its_spread():
     """The minimum effect: a paired difference beyond its spread but by less than 0.01 is a tie; by 0.01 or more
     it decides the order."""

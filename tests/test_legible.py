@@ -92,7 +92,10 @@ def test_two_panels_that_show_one_result_are_drawn_once_and_different_ones_twice
     base = heat()
     same = plots.heatmaps_unless_same({"exact base": base, "learned base": base + 0.01}, "C")
     assert len([a for a in same.axes if a.get_title()]) == 1
-    assert "learned base: every cell within 0.01" in same.axes[0].get_title()
+    assert "learned base: every cell within 0.010" in same.axes[0].get_title()
+    tiny = plots.heatmaps_unless_same({"exact base": base, "learned base": base + 1e-4}, "C").axes[0].get_title()
+    assert "every cell within 0.005" in tiny  # a gap that rounds to zero never reads "within 0.00"
+    assert "the same in every cell" in plots.heatmaps_unless_same({"a": base, "b": base}, "C").axes[0].get_title()
     apart = plots.heatmaps_unless_same({"exact base": base, "learned base": 1 - base}, "C")
     assert [a.get_title() for a in apart.axes if a.get_title() in ("exact base", "learned base")] == \
         ["exact base", "learned base"]

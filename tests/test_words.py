@@ -18,6 +18,8 @@ def test_labels_read_as_words_and_numbers_stay():
     assert out["accuracy"].tolist() == [0.5, 0.25] and out["macro F1"].tolist() == [0.1, 0.2]
     assert list(df.columns) == ["method", "accuracy", "macro_f1"]  # the caller's frame is untouched
     assert reader("pairs, digits, 50/50 mix") == "pairs, digit-spaced numbers, 50/50 mix" and reader(3) == 3
+    assert reader("macro_f1 sd") == "macro F1 sd" and reader("boundary_accuracy mean") == "accuracy on boundary sums mean"
+    assert reader("accuracy std") == "accuracy sd" and reader("std") == "sd" and reader("split_part") == "split"
 
 
 def test_every_table_and_the_ledgers_paper_values_use_them():

@@ -96,7 +96,8 @@ def answer_words(df: pd.DataFrame, left_out: list[str]) -> str:
         return "No setting with room to rank has been measured yet."
     n = df["by the ledger's rule"].value_counts()
     paper = [float(v.split()[0]) for v in df["paper's gap"] if v != "—"]
-    ceiling = f" Left out, both at the ceiling: {'; '.join(left_out)}." if left_out else ""
+    ceiling = (f" Left out, RED and the MoE both at the ceiling (0.995 or above): {'; '.join(left_out)}." if left_out
+               else "")
     single = int(n.get(ONE_SEED, 0))
     judged = len(df) - single
     one = (f"{single} setting{'s' if single != 1 else ''} ran on one seed: a difference there has no spread to be judged "

@@ -114,11 +114,16 @@ def verdict_css(value: Any) -> str:
     return f"background-color: {COLOURS[value]}" if value in COLOURS else ""
 
 
+def _g(value: float) -> str:
+    """Three significant digits; an exponent's minus as a non-breaking hyphen, so that "1.61e-07" never wraps at it."""
+    return f"{value:.3g}".replace("e-", "e\u2011")
+
+
 def _fmt(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.3g}"
+        return _g(value)
     if isinstance(value, dict):
         return ", ".join(f"{reader(k)}: {_fmt(v)}" for k, v in value.items())
     if isinstance(value, list):
@@ -146,7 +151,8 @@ def _spread(entry: dict[str, Any]) -> str:
     params = (entry.get("provenance") or {}).get("parameters", {})
     page = BY_NAME.get(entry.get("notebook", ""))
     what = page.config.seed_data(params) if page else "seeds"  # whether the spread includes test sampling
-    shown = f"± {small(sd)}"
+    tiny = 0 < abs(float(np.mean(per_seed))) < 5e-4  # a mean shown in exponent form (`_fmt`) gets its spread so too
+    shown = f"± {_g(sd)}" if tiny and sd else f"± {small(sd)}"
     return f"{shown} ({len(per_seed)} seeds, {what})"
 
 
@@ -307,11 +313,24 @@ def page_table(measured: dict[str, dict[str, Any]], claims_file=None, tol: float
     """A page's own claims table: each claim it measured, the paper's number, ours, spread and the ledger's verdict
     (our extensions' measurements are in `extension_table`)."""
     claims, judged = load_claims(claims_file), verdicts(measured, claims_file, tol)
-    return pd.DataFrame([{
+    df = pd.DataFrame([{
         "claim": cid, "the paper says": claims[cid]["claim"], "paper": _fmt(claims[cid]["paper"]),
         "ours (mean)": _fmt(entry.get("value")) + (f" ({entry['measure']})" if entry.get("measure") else ""),
         "spread over seeds": _spread({"notebook": page_of(claims[cid]["group"]), **entry}), "verdict": judged[cid]}
         for cid, entry in measured.items()])
+    return _shared_note(df, "spread over seeds")
+
+
+def _shared_note(df: pd.DataFrame, column: str) -> pd.DataFrame:
+    """`df` with the bracketed note that every filled cell of `column` ends with ("(3 seeds, each seed its own data)")
+    said once, in the column's header, instead of in every cell."""
+    filled = [v for v in df.get(column, pd.Series(dtype=str)) if v]
+    notes = {v[v.rfind(" ("):] for v in filled if v.endswith(")") and " (" in v}
+    if not filled or len(notes) != 1 or not all(v.endswith(next(iter(notes))) for v in filled):
+        return df
+    note = next(iter(notes))
+    return df.assign(**{column: [v[: -len(note)] if v else v for v in df[column]]}).rename(
+        columns={column: f"{column}{note}"})
 
 
 def extension_table(measured: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> pd.DataFrame:

@@ -79,7 +79,8 @@ def heatmaps_unless_same(tables: dict[str, pd.DataFrame], title: str, same_withi
     for ax, name in zip(axes[:, 0], shown):
         accuracy_heatmap(tables[name], name, ax=ax)
     if len(shown) < len(names):
-        axes[0, 0].set_title(f"{names[0]} ({', '.join(names[1:])}: every cell within {gap:.2f})")
+        alike = "the same in every cell" if gap == 0 else f"every cell within {max(gap, 0.005):.3f}"  # never "0.00"
+        axes[0, 0].set_title(f"{names[0]} ({', '.join(names[1:])}: {alike})")
     fig.suptitle(title, fontweight="bold")
     fig.tight_layout()
     return check(fig)
@@ -110,14 +111,15 @@ def domain_bars(df: pd.DataFrame, x: str, y: str, hue: str, title: str, ylabel: 
 
 
 def method_bars(overall: pd.DataFrame, title: str):
-    """Test accuracy per method and setting (`run`; one row per seed in `overall`), sd over seeds as error bars."""
+    """Test accuracy per method and setting (`run`; one row per seed in `overall`), sd over seeds as error bars; the
+    methods down the side, so that their names read level and never run into each other."""
     overall = relabel(overall)
-    fig, ax = plt.subplots(figsize=(COLUMN_IN - 1.6, 3.8))  # room for the settings' legend on the right
-    sns.barplot(overall, x="method", y="accuracy", hue="run", errorbar="sd", ax=ax)
-    ax.set(xlabel="", ylabel="test accuracy", ylim=(0, 1), title=title)
-    plt.setp(ax.get_xticklabels(), rotation=30, ha="right", rotation_mode="anchor")
-    legend_outside(ax, overall["run"].nunique(), "setting", right=True)
-    if overall["run"].nunique() == 1:  # one setting: the title names it
+    methods, settings = overall["method"].nunique(), overall["run"].nunique()
+    fig, ax = plt.subplots(figsize=(COLUMN_IN, 1.3 + methods * (0.16 + 0.08 * settings)))
+    sns.barplot(overall, y="method", x="accuracy", hue="run", errorbar="sd", orient="h", ax=ax)
+    ax.set(ylabel="", xlabel="test accuracy", xlim=(0, 1), title=title)
+    legend_outside(ax, settings, "setting")
+    if settings == 1:  # one setting: the title names it
         ax.set_title(f"{title} ({overall['run'].iloc[0]})")
     fig.tight_layout()
     return check(fig)

@@ -82,10 +82,14 @@ def in_history(commit: str | None) -> str:
 
 
 def named_commits(profile: str = "full", results_dir: str | os.PathLike = "results") -> dict[str, str]:
-    """The commit each published page's results name in their provenance, by page."""
+    """The commit each published page's results name in their provenance, by page: the experiment pages (the
+    reading pages' results are rebuilt with the book, at whatever the checkout is)."""
+    from .registry import PAGES
+
     root = resolve_path(results_dir) / profile
+    published = {p.name for p in PAGES if p.trains}
     out = {}
-    for path in sorted(root.glob("*/claims.json")):
+    for path in sorted(p for p in root.glob("*/claims.json") if p.parent.name in published):
         try:
             out[path.parent.name] = json.loads(path.read_text()).get("provenance", {}).get("git_commit") or "unknown"
         except ValueError:

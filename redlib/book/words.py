@@ -22,6 +22,8 @@ READER = {
     "base_hours": "backbone hours",
     "experts_minutes": "experts, minutes",
     "router_red_hours": "router and RED, hours",
+    "std": "sd",
+    "split_part": "split",
 }
 # a setting's number format: "pairs, digits" is the pairs split with digit-spaced numbers
 RULES = [(re.compile(r"^(.+), digits(?=$|,)"), r"\1, digit-spaced numbers")]
@@ -33,6 +35,9 @@ def reader(label: object) -> object:
         return label
     if label in READER:
         return READER[label]
+    name, _, stat = label.rpartition(" ")
+    if stat in ("mean", "sd", "std") and name:  # a summary column: "macro_f1 std" reads "macro F1 sd"
+        return f"{READER.get(name, name)} {READER.get(stat, stat)}"
     for pattern, words in RULES:
         label = pattern.sub(words, label)
     return label

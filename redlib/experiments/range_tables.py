@@ -32,7 +32,8 @@ def overall_summary(overall: pd.DataFrame, prefix: str, extra: tuple[str, ...] =
     paper = load_claims()
     summary = overall.groupby(["run", "method"], sort=False)[["accuracy", "macro_f1", "boundary_accuracy", *extra]].agg(
         ["mean", "std"])
-    summary.columns = [f"{m.removesuffix('_accuracy') if m in extra else m} {s}" for m, s in summary.columns]
+    summary.columns = [f"{m.removesuffix('_accuracy') if m in extra else m} {'sd' if s == 'std' else s}"
+                       for m, s in summary.columns]
     for col, suffix in (("paper accuracy", "acc"), ("paper macro-F1", "f1")):
         summary[col] = [paper.get(f"{prefix}.{PAPER_KEYS.get(m, '-')}.{suffix}", {}).get("paper") for _, m in summary.index]
     return summary.dropna(axis=1, how="all")
