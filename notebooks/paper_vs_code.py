@@ -32,6 +32,7 @@ from IPython.display import Markdown, display
 from redlib.book import pages, plots
 from redlib.book.glue import glue_values
 from redlib.book.results import read
+from redlib.book.words import reader
 from redlib.core.claims import listing
 from redlib.book.paper_vs_code import run_facts
 from redlib.experiments import task2_mixed
@@ -55,12 +56,12 @@ stage1 = epochs[epochs["stage"] == "stage 1"].groupby("run", sort=False)[["epoch
 
 def a(method: str, runs: list[str] | None = None) -> str:
     """Accuracy of a method in each setting (or those named), as text."""
-    return ", ".join(f"{acc.loc[method, r]:.3f} ({r})" for r in runs or acc.columns)
+    return ", ".join(f"{acc.loc[method, r]:.3f} ({reader(r)})" for r in runs or acc.columns)
 
 
 def per_run(table: pd.DataFrame, column: str) -> str:
     """Mean of a column over seeds in each setting (`run`), as text."""
-    return ", ".join(f"{v:.3f} ({k})" for k, v in table.groupby("run", sort=False)[column].mean().items())
+    return ", ".join(f"{v:.3f} ({reader(k)})" for k, v in table.groupby("run", sort=False)[column].mean().items())
 
 
 sizes = {w: "/".join(str(v) for v in s.values()) for w, s in PAPER_SIZES.items()}
@@ -68,7 +69,7 @@ in_our_runs = {
     **{f"pvc_{k}": a(m) for k, m in METHOD_KEYS.items() if m in acc.index},
     "pvc_router": per_run(routers[routers["split_part"] == "test"], "router_accuracy"),
     "pvc_router_values": ", ".join(f"{v:.3f}" for v in router_test),
-    "pvc_stage1": ", ".join(f"{r['epochs run']:.1f} epochs, best {r['best epoch']:.1f} of {r['max epochs']:.0f} ({k})"
+    "pvc_stage1": "; ".join(f"{reader(k)}: {r['epochs run']:.1f} epochs, best {r['best epoch']:.1f}, cap {r['max epochs']:.0f}"
                             for k, r in stage1.iterrows()),
     "pvc_digits": ", ".join(f"{m} {a(m, [r for r in acc.columns if r.startswith('pairs')])}"
                             for m in ("RED", "softmax MoE")),
@@ -79,7 +80,11 @@ in_our_runs = {
     "pvc_sd_exact": per_run(sd.table("decomposer"), "exact"),
     "pvc_sd_single": per_run(sd.table("op_experts").query("method == 'RED'"), "accuracy"),
     "pvc_lost": ", ".join(f"{m} {v:.3f} ({task})" for (task, m), v in lost.items() if m in ("RED", "softmax MoE")),
-    "pvc_tokenizer": rh_params["tokenizer"], "pvc_full_vocab": rh_params["full_vocab"], "pvc_causal": rh_params["causal"],
+    "pvc_tokenizer": ("the embedded MiniLM's tokenizer" if rh_params["tokenizer"] == "embedded"
+                      else f"the tokenizer in {rh_params['tokenizer']}")
+    + (", embeddings and head over its whole vocabulary" if rh_params["full_vocab"] else
+       ", embeddings and head over the tokens that occur"),
+    "pvc_causal": "causally masked experts" if rh_params["causal"] else "unmasked experts",
     "pvc_paper_code_sizes": sizes["code"], "pvc_paper_domain_sizes": sizes["domain"],
     **{f"pvc_our_{w}_sizes": "/".join(str(rh_params[f"{w}_{k}"]) for k in s) for w, s in PAPER_SIZES.items()},
     "pvc_lr_check": per_run(ops_true, "accuracy"),
@@ -134,8 +139,8 @@ glue_values(in_our_runs)
 #   (`data_source='text'`); unseen operand pairs ("pairs", 20% of the pairs in test) are our extension; the
 #   released generator is offered as `data_source='released'`. *In our runs:* RED {glue:text}`pvc_red`.
 # - **Stage 1 length.** The paper trains up to 60 epochs with early stopping at patience 3. Here stage 1,
-#   like every stage, stops by our guard (see "Learning rates and caps"). *In our runs:* stage 1 ran
-#   {glue:text}`pvc_stage1`.
+#   like every stage, stops by our guard (see "Learning rates and caps" below). *In our runs:* stage 1 ran, on average
+#   over seeds, {glue:text}`pvc_stage1`.
 # - **How numbers reach the backbone.** Qwen3-0.6B's tokenizer splits numbers into single digits; the
 #   embedded MiniLM reads a two-digit number as one token (tokenization table on the Task 1 page).
 #   `number_format='digits'` writes "5 7" to give it digit tokens, an extension shown on unseen pairs. *In
@@ -182,11 +187,10 @@ glue_values(in_our_runs)
 # - **Tokenizer.** The paper uses GPT-2's (`gpt2` from the Hugging Face hub); the code is not released. This
 #   book uses the embedded MiniLM backbone's WordPiece tokenizer by default (nothing can be downloaded), a
 #   local gpt2 folder through `tokenizer`, and embeddings and head over the tokens that occur
-#   (`full_vocab`). *In our runs:* tokenizer {glue:text}`pvc_tokenizer`, full vocabulary
-#   {glue:text}`pvc_full_vocab`.
+#   (`full_vocab`). *In our runs:* {glue:text}`pvc_tokenizer`.
 # - **Attention mask.** The paper trains Transformer-encoder experts on next-token prediction and names no
 #   mask. Here the mask is causal (otherwise each token sees the one it predicts); `causal=False` gives the
-#   unmasked encoder. *In our runs:* causal {glue:text}`pvc_causal`.
+#   unmasked encoder. *In our runs:* {glue:text}`pvc_causal`.
 # - **Model sizes** (width/layers/heads/feed-forward). The paper: experiment 1
 #   {glue:text}`pvc_paper_code_sizes`, experiment 3 {glue:text}`pvc_paper_domain_sizes`. This book keeps the
 #   paper's data sizes, epochs and learning rates, with smaller models where the page's CPU budget needs

@@ -154,3 +154,12 @@ def test_expert_hidden_zero_means_a_linear_expert_and_says_so():
     expert = expert_module(Task1Config.from_params(profile="smoke", expert_hidden=0), 8, 3)
     assert len(expert) == 1 and isinstance(expert[0], nn.Linear)
     assert "linear" in parameter_docs("task1_addition")["expert_hidden"]
+
+
+def test_a_pages_runs_read_in_reader_words():
+    """The profile sentence names settings as the tables do ("pairs, digit-spaced numbers"), never the code's "pairs,
+    digits", and joins settings that share seeds with "and" (a label may hold a comma)."""
+    from redlib.configs.task1_addition import Task1Config
+
+    words = Task1Config.from_params(profile="full").runs_label()
+    assert "pairs, digit-spaced numbers" in words and "digits;" not in words and not words.endswith("digits")

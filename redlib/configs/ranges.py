@@ -28,6 +28,11 @@ class Setting:
         return data + (f", {mix_words(self.mix)} mix" if self.mix else "")
 
     @property
+    def words(self) -> str:
+        """The label in a reader's words: "pairs, digit-spaced numbers" (as the book's tables relabel it)."""
+        return self.label.replace(", digits", ", digit-spaced numbers")
+
+    @property
     def description(self) -> str:
         """Long name, for the ledger's extension columns."""
         return (SPLIT_LABELS[self.split] + (", digit-spaced numbers" if self.number_format == "digits" else "")
@@ -124,12 +129,12 @@ class RangeTaskConfig:
     def runs_label(self) -> str:
         """Which seeds run on which setting, in words: the paper's protocol first, then the extensions."""
         main, *ext = self.settings
-        text = f"seeds {self.seeds_for(main)} on the {main.label} setting (the paper's protocol)"
+        text = f"seeds {self.seeds_for(main)} on the {main.words} setting (the paper's protocol)"
         by_seeds: dict[tuple[int, ...], list[str]] = {}
         for st in ext:
-            by_seeds.setdefault(tuple(self.seeds_for(st)), []).append(st.label)
+            by_seeds.setdefault(tuple(self.seeds_for(st)), []).append(st.words)
         for seeds, labels in by_seeds.items():
-            text += f"; seeds {list(seeds)} on {', '.join(labels)}"
+            text += f"; seeds {list(seeds)} on {' and '.join(labels)}"
         return text
 
     @property
