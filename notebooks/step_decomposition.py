@@ -133,7 +133,9 @@ plots.styled(range_tables.epochs_table(t["epochs"], by=("stage",)), precision=1,
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(step_decomposition.decomposer_table(t["decomposer"]), precision=3, caption="The step decomposer: exact programs and tag accuracy")
+plots.styled(step_decomposition.decomposer_table(t["decomposer"]),
+             caption="The step decomposer: share of exact programs / of \"no program\" (where any) per phrasing, "
+             "setting and number of steps, mean over seeds")
 
 # %% [markdown]
 # ## Execution
@@ -162,9 +164,8 @@ plots.step_lines(ex_steps, "steps", "routing", f"Execution accuracy by number of
 # the router's weights, what each residual expert alone would answer, and $x_s$ (first seed).
 
 # %% tags=["hide-input"]
-ex = t["examples"]
-plots.styled(ex[(ex["seed"] == cfg.seed) & (ex["run"] == main)].drop(columns=["seed", "split", "number_format"]), caption="Worked examples, step by step (first seed)",
-             precision=3, hide_index=True)
+plots.styled(step_decomposition_report.examples_table(t["examples"], cfg.seed, main),
+             caption="Worked examples, step by step (first seed)", precision=3)
 
 # %% [markdown]
 # ## An analysis: what moves execution

@@ -130,3 +130,32 @@ def test_worked_examples_keep_each_steps_result_beside_the_final_answer(tiny_run
     assert (ex.groupby("expression")["final answer"].nunique() == 1).all()  # one final answer per expression
     multi = ex[ex.groupby("expression")["expression"].transform("size") > 1]
     assert len(multi) and (multi["answer"] != multi["final answer"]).any()  # the steps' x_s were not overwritten
+
+
+def test_the_decomposer_table_is_one_row_per_phrasing_with_exact_and_no_program_shares():
+    import pandas as pd
+
+    from redlib.experiments.step_decomposition import decomposer_table
+
+    rows = [{"phrasing": p, "steps": k, "exact": e, "no_program": n, "seed": s, "run": r}
+            for r in ("iid", "isolated") for s in (0, 1) for k in (2, 3) for p in ("bare", "if")
+            for e, n in [((p == "if") or s == 0, p == "bare" and s == 1)]]
+    table = decomposer_table(pd.DataFrame(rows))
+    assert table.shape == (2, 4) and list(table.columns.names) == ["run", "steps"]
+    assert table.loc["if", ("iid", 2)] == "1.000"  # every expression exact: no "no program" share
+    assert table.loc["bare", ("isolated", 3)] == "0.500 / 0.500"  # half exact, half without a program
+
+
+def test_worked_examples_name_each_expression_once_above_its_steps():
+    import pandas as pd
+
+    from redlib.experiments.step_decomposition_report import examples_table
+
+    ex = pd.DataFrame({"step": [1, 2, 1], "text": ["4 + 5", "9 - 2", "3 + 3"], "answer": [9, 7, 6],
+                       "expression": ["4 plus 5 minus 2", "4 plus 5 minus 2", "3 plus 3"], "final answer": [7, 7, 6],
+                       "decoded": ["ok", "ok", "no program"], "seed": 0, "run": "iid"})
+    table = examples_table(pd.concat([ex, ex.assign(seed=1)]), 0, "iid")
+    assert len(table) == 3 and list(table.columns) == ["text", "RED's answer"]
+    blocks = table.index.get_level_values(0)
+    assert blocks[0] == blocks[1] == "4 plus 5 minus 2 → 7 (its decoded program)"
+    assert blocks[2] == "3 plus 3 → 6 (no program decoded: the true one)"

@@ -26,3 +26,10 @@ def test_every_table_and_the_ledgers_paper_values_use_them():
     html = plots.styled(pd.DataFrame({"macro_f1": [0.5]}), caption="c").to_html()
     assert "macro F1" in html and "macro_f1" not in html
     assert _fmt({"task1_drop": 0.115, "task2_drop": 0.225}) == "Task 1 drop: 0.115, Task 2 drop: 0.225"
+
+
+def test_a_learning_rate_reads_as_a_rate_and_a_tiny_share_says_it_rounds_to_zero():
+    html = plots.styled(pd.DataFrame({"stage 1 lr": [1e-3, 1e-4], "lr": [1e-4, 1e-4], "accuracy": [1e-4, 0.5]}),
+                        caption="c").to_html()
+    assert html.count("1e\u20114") == 3 and "1e\u20113" in html  # never "< 5e-4" for the paper's 1e-4
+    assert html.count("&lt; 5e-4") == 1  # a share (accuracy) that rounds to zero still says so

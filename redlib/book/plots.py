@@ -217,13 +217,17 @@ def styled(df: pd.DataFrame, *, caption: str, precision: int = 3, hide_index: bo
               and (df[c].dropna() % 1 == 0).all()]  # counts stored as floats (a column with a missing value): integers
     # shares and accuracies (a float column within [-1, 1]): one decimal convention, `precision` places ("1.000" and
     # "0.999", never "1.00" beside them); a non-zero that rounds to zero says so ("< 5e-4")
-    unit = [c for c in df.columns if c not in counts and pd.api.types.is_float_dtype(df[c]) and len(df[c].dropna())
-            and df[c].dropna().abs().le(1).all()]
+    rates = [c for c in df.columns if str(c) == "lr" or str(c).endswith((" lr", "learning rate"))]  # "1e-4", not "< 5e-4"
+    unit = [c for c in df.columns if c not in counts and c not in rates and pd.api.types.is_float_dtype(df[c])
+            and len(df[c].dropna()) and df[c].dropna().abs().le(1).all()]
     sty = df.style.format(lambda x: html.escape(number(x, precision)), na_rep="-")  # "<profile>" is text, not a tag
     if counts:
         sty = sty.format(lambda x: number(int(x), precision) if x == x else "-", subset=counts)
     if unit:
         sty = sty.format(lambda x: html.escape(small(x, precision)) if x == x else "-", subset=unit)
+    if rates:
+        sty = sty.format(lambda x: f"{x:.0e}".replace("e-0", "e-").replace("e-", "e\u2011") if x == x else "-",
+                         subset=rates)
     for axis in ("index", "columns"):
         sty = sty.format_index(header, axis=axis)
     sty = sty.set_uuid(f"t{uid}").set_caption(caption)

@@ -287,8 +287,13 @@ def execution_table(execution: pd.DataFrame, run_label: str, programs: str) -> p
 
 
 def decomposer_table(decomposer: pd.DataFrame) -> pd.DataFrame:
-    """Exact-match program accuracy and the share of "no program" per setting, phrasing and number of steps."""
-    return decomposer.groupby(["run", "phrasing", "steps"])[["exact", "no_program"]].mean()
+    """Per phrasing (rows) and setting and number of steps (columns): the share of exact programs and, after a slash
+    where there are any, the share of "no program" (mean over seeds; the rest are wrong programs)."""
+    mean = decomposer.groupby(["run", "steps", "phrasing"], sort=False)[["exact", "no_program"]].mean()
+    share = lambda v: f"{v:.3f}" if v else "0"  # noqa: E731 (an exact zero prints as 0)
+    cells = [share(e) + (f" / {share(n)}" if n else "") for e, n in zip(mean["exact"], mean["no_program"])]
+    return pd.Series(cells, index=mean.index).unstack(["run", "steps"]).sort_index(axis=1, level=["run", "steps"],
+                                                                                   sort_remaining=False)
 
 
 def claims(cfg: DecompositionConfig, t: dict[str, pd.DataFrame]) -> dict[str, dict]:

@@ -67,3 +67,15 @@ def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str
         "sd_ties": range_tables.ties_words(t["op_experts"], main),
         **verdict_keys(cfg.KEY, v),
     }
+
+
+def examples_table(examples: pd.DataFrame, seed: int, run: str) -> pd.DataFrame:
+    """The worked examples of one seed and setting, one block of steps per expression: the expression, its final
+    answer and whether its program was decoded, once, as the block's label; per step its text, the router's weights,
+    each residual expert's answer alone, RED's answer and the true result."""
+    ex = examples[(examples["seed"] == seed) & (examples["run"] == run)]
+    label = [f"{e} → {a} ({'its decoded program' if d == 'ok' else 'no program decoded: the true one'})"
+             for e, a, d in zip(ex["expression"], ex["final answer"], ex["decoded"])]
+    shown = ex.drop(columns=["expression", "final answer", "decoded", "seed", "run", "split", "number_format"],
+                    errors="ignore").rename(columns={"answer": "RED's answer"})
+    return shown.set_index([pd.Index(label, name="expression → its answer (the program traced)"), "step"])
