@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.claims import (CEILING, VALUE_TOL, bound_verdict, direction, elementwise_verdict, load_claims,
-                           order_verdict, paired_order_verdict, small, untestable, value_verdict)
+                           order_verdict, paired_order_verdict, small, unbroken, untestable, value_verdict)
 from .registry import BY_NAME, PAGES
 from .results import read
 from .words import reader
@@ -115,8 +115,8 @@ def verdict_css(value: Any) -> str:
 
 
 def _g(value: float) -> str:
-    """Three significant digits; an exponent's minus as a non-breaking hyphen, so that "1.61e-07" never wraps at it."""
-    return f"{value:.3g}".replace("e-", "e\u2011")
+    """Three significant digits, an exponent that never wraps ("1.61e-07")."""
+    return unbroken(f"{value:.3g}")
 
 
 def _fmt(value: Any) -> str:
@@ -324,11 +324,10 @@ def page_table(measured: dict[str, dict[str, Any]], claims_file=None, tol: float
 def _shared_note(df: pd.DataFrame, column: str) -> pd.DataFrame:
     """`df` with the bracketed note that every filled cell of `column` ends with ("(3 seeds, each seed its own data)")
     said once, in the column's header, instead of in every cell."""
-    filled = [v for v in df.get(column, pd.Series(dtype=str)) if v]
-    notes = {v[v.rfind(" ("):] for v in filled if v.endswith(")") and " (" in v}
-    if not filled or len(notes) != 1 or not all(v.endswith(next(iter(notes))) for v in filled):
+    filled = [v for v in df.get(column, ()) if v]
+    note = filled[0][filled[0].rfind(" ("):] if filled and filled[0].endswith(")") and " (" in filled[0] else ""
+    if not note or not all(v.endswith(note) for v in filled):
         return df
-    note = next(iter(notes))
     return df.assign(**{column: [v[: -len(note)] if v else v for v in df[column]]}).rename(
         columns={column: f"{column}{note}"})
 

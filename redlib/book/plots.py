@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from ..core.claims import small
+from ..core.claims import small, unbroken
 from .legible import COLUMN_IN, check
 from .words import relabel
 
@@ -191,8 +191,8 @@ def number(x, digits: int = 3) -> str:
         return f"{round(float(x)):,}"
     if x == 0:
         return "0"
-    if abs(x) < 1e-3:  # the exponent's minus as a non-breaking hyphen: "1.6e-07" never wraps at it
-        return f"{x:.{max(digits - 1, 0)}e}".replace("e-", "e\u2011")
+    if abs(x) < 1e-3:
+        return unbroken(f"{x:.{max(digits - 1, 0)}e}")
     decimals = max(digits - 1 - math.floor(math.log10(abs(x))), 0)
     return f"{x:.{decimals}f}"
 
@@ -226,8 +226,7 @@ def styled(df: pd.DataFrame, *, caption: str, precision: int = 3, hide_index: bo
     if unit:
         sty = sty.format(lambda x: html.escape(small(x, precision)) if x == x else "-", subset=unit)
     if rates:
-        sty = sty.format(lambda x: f"{x:.0e}".replace("e-0", "e-").replace("e-", "e\u2011") if x == x else "-",
-                         subset=rates)
+        sty = sty.format(lambda x: unbroken(f"{x:.0e}".replace("e-0", "e-")) if x == x else "-", subset=rates)
     for axis in ("index", "columns"):
         sty = sty.format_index(header, axis=axis)
     sty = sty.set_uuid(f"t{uid}").set_caption(caption)

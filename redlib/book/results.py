@@ -27,6 +27,7 @@ from ..core.claims import check_ids
 from ..core.config import NotebookConfig
 from ..core.paths import ResultFileError, project_root, resolve_path
 from ..core.store import Store
+from .registry import PAGES
 from ..speed import kernels, parallel
 from ..speed.parallel import worker_count
 from ..speed.usage import TreeUsage
@@ -84,8 +85,6 @@ def in_history(commit: str | None) -> str:
 def named_commits(profile: str = "full", results_dir: str | os.PathLike = "results") -> dict[str, str]:
     """The commit each published page's results name in their provenance, by page: the experiment pages (the
     reading pages' results are rebuilt with the book, at whatever the checkout is)."""
-    from .registry import PAGES
-
     root = resolve_path(results_dir) / profile
     published = {p.name for p in PAGES if p.trains}
     out = {}

@@ -7,11 +7,11 @@ they are the data of record and the keys other code reads. Only what a reader se
 
 from __future__ import annotations
 
-import re
-
 import pandas as pd
 
-# exact labels -> reader words (a label not here is shown as it is, after the rules below)
+from ..configs.ranges import setting_words
+
+# exact labels -> reader words (a label not here is shown as it is, its setting's words aside: `setting_words`)
 READER = {
     "macro_f1": "macro F1",
     "boundary_accuracy": "accuracy on boundary sums",
@@ -25,8 +25,6 @@ READER = {
     "std": "sd",
     "split_part": "split",
 }
-# a setting's number format: "pairs, digits" is the pairs split with digit-spaced numbers
-RULES = [(re.compile(r"^(.+), digits(?=$|,)"), r"\1, digit-spaced numbers")]
 
 
 def reader(label: object) -> object:
@@ -37,10 +35,8 @@ def reader(label: object) -> object:
         return READER[label]
     name, _, stat = label.rpartition(" ")
     if stat in ("mean", "sd", "std") and name:  # a summary column: "macro_f1 std" reads "macro F1 sd"
-        return f"{READER.get(name, name)} {READER.get(stat, stat)}"
-    for pattern, words in RULES:
-        label = pattern.sub(words, label)
-    return label
+        return f"{reader(name)} {READER.get(stat, stat)}"
+    return setting_words(label)
 
 
 def relabel(df: pd.DataFrame) -> pd.DataFrame:

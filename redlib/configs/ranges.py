@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -11,6 +12,14 @@ from ..tasks.arithmetic import NUMBER_FORMATS
 
 SPLIT_LABELS = {"iid": "iid split (the paper's protocol)", "pairs": "pairs split (unseen operand pairs)",
                 "isolated": "isolated split (no symbolic form in two splits)"}
+
+
+_DIGITS = re.compile(r"^(.+), digits(?=$|,)")
+
+
+def setting_words(label: str) -> str:
+    """A setting's label in a reader's words: "pairs, digits" is the pairs split with digit-spaced numbers."""
+    return _DIGITS.sub(r"\1, digit-spaced numbers", label)
 
 
 @dataclass(frozen=True)
@@ -30,7 +39,7 @@ class Setting:
     @property
     def words(self) -> str:
         """The label in a reader's words: "pairs, digit-spaced numbers" (as the book's tables relabel it)."""
-        return self.label.replace(", digits", ", digit-spaced numbers")
+        return setting_words(self.label)
 
     @property
     def description(self) -> str:

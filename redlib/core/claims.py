@@ -160,6 +160,11 @@ def at_ceiling(pair: dict[str, Any]) -> bool:
     return min(np.mean(pair["above_values"]), np.mean(pair["below_values"])) >= CEILING
 
 
+def unbroken(number: str) -> str:
+    """A formatted number whose exponent's minus is a non-breaking hyphen: "1.6e-07" never wraps at it."""
+    return number.replace("e-", "e\u2011")
+
+
 def small(x: float, digits: int = 3, sign: bool = False) -> str:
     """A number to `digits` decimals, except that an exact zero prints as "0" and a non-zero that would round to zero
     as "< 5e-4" ("> −5e-4" below zero; for 3 digits): never "0.000", "+0.000" or "-0.000"."""

@@ -19,6 +19,7 @@ import pandas as pd
 import torch
 
 from ..core import measure
+from ..core.claims import small
 from ..core.metrics import accuracy, macro_f1
 from ..core.runtime import seed_everything
 from ..core.store import Store
@@ -290,8 +291,7 @@ def decomposer_table(decomposer: pd.DataFrame) -> pd.DataFrame:
     """Per phrasing (rows) and setting and number of steps (columns): the share of exact programs and, after a slash
     where there are any, the share of "no program" (mean over seeds; the rest are wrong programs)."""
     mean = decomposer.groupby(["run", "steps", "phrasing"], sort=False)[["exact", "no_program"]].mean()
-    share = lambda v: f"{v:.3f}" if v else "0"  # noqa: E731 (an exact zero prints as 0)
-    cells = [share(e) + (f" / {share(n)}" if n else "") for e, n in zip(mean["exact"], mean["no_program"])]
+    cells = [small(e) + (f" / {small(n)}" if n else "") for e, n in zip(mean["exact"], mean["no_program"])]
     return pd.Series(cells, index=mean.index).unstack(["run", "steps"]).sort_index(axis=1, level=["run", "steps"],
                                                                                    sort_remaining=False)
 
