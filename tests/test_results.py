@@ -189,10 +189,6 @@ def test_the_published_results_carry_digests_that_match():
     assert all("sha256" in read(p.name, "full").doc for p in PAGES if read(p.name, "full").exists)
 
 
-# pages whose published results predate the protocol (issue 62), until their re-publication: this set only shrinks
-AWAITING_PROTOCOL = {"step_decomposition"}
-
-
 @pytest.mark.parametrize("page,rate", [("task1_addition", 1e-4), ("task2_mixed", 1e-4), ("step_decomposition", 1e-4),
                                        ("mnist_label5", 1e-3)])
 def test_every_published_stage_trained_at_the_protocols_rate_and_stopped_by_patience(page, rate):
@@ -202,8 +198,6 @@ def test_every_published_stage_trained_at_the_protocols_rate_and_stopped_by_pati
     if not res.exists:
         pytest.skip(f"{page} is not published")
     params = res.provenance.get("parameters", {})
-    if not params.get("double_cap") and page in AWAITING_PROTOCOL:
-        pytest.skip(f"{page} was published before the protocol; its re-publication is due (issue 62)")
     assert params.get("double_cap") and params.get("expert_hidden") == 0, f"{page}: published without the protocol"
     epochs = res.table("epochs")
     assert len(epochs) and (epochs["lr"] == rate).all() and (epochs["patience"] == 10).all()
