@@ -133,8 +133,6 @@ def test_worked_examples_keep_each_steps_result_beside_the_final_answer(tiny_run
 
 
 def test_the_decomposer_table_is_one_row_per_phrasing_with_exact_and_no_program_shares():
-    import pandas as pd
-
     from redlib.experiments.step_decomposition import decomposer_table
 
     rows = [{"phrasing": p, "steps": k, "exact": e, "no_program": n, "seed": s, "run": r}
@@ -147,8 +145,6 @@ def test_the_decomposer_table_is_one_row_per_phrasing_with_exact_and_no_program_
 
 
 def test_worked_examples_name_each_expression_once_above_its_steps():
-    import pandas as pd
-
     from redlib.experiments.step_decomposition_report import examples_table
 
     ex = pd.DataFrame({"step": [1, 2, 1], "text": ["4 + 5", "9 - 2", "3 + 3"], "answer": [9, 7, 6],

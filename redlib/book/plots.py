@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import seaborn as sns
 
-from ..core.claims import small, unbroken
+from ..core.claims import rate, small, unbroken
 from .legible import COLUMN_IN, check
 from .words import relabel
 
@@ -226,7 +226,7 @@ def styled(df: pd.DataFrame, *, caption: str, precision: int = 3, hide_index: bo
     if unit:
         sty = sty.format(lambda x: html.escape(small(x, precision)) if x == x else "-", subset=unit)
     if rates:
-        sty = sty.format(lambda x: unbroken(f"{x:.0e}".replace("e-0", "e-")) if x == x else "-", subset=rates)
+        sty = sty.format(lambda x: rate(x) if x == x else "-", subset=rates)
     for axis in ("index", "columns"):
         sty = sty.format_index(header, axis=axis)
     sty = sty.set_uuid(f"t{uid}").set_caption(caption)

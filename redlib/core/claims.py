@@ -165,6 +165,11 @@ def unbroken(number: str) -> str:
     return number.replace("e-", "e\u2011")
 
 
+def rate(x: float) -> str:
+    """A learning rate as the paper writes it, one digit and a short exponent that never wraps: 1e-4 -> "1e-4"."""
+    return unbroken(f"{x:.0e}".replace("e-0", "e-"))
+
+
 def small(x: float, digits: int = 3, sign: bool = False) -> str:
     """A number to `digits` decimals, except that an exact zero prints as "0" and a non-zero that would round to zero
     as "< 5e-4" ("> −5e-4" below zero; for 3 digits): never "0.000", "+0.000" or "-0.000"."""
