@@ -29,6 +29,21 @@ def heat(rows: int = 7, cols: int = 6) -> pd.DataFrame:
     return pd.DataFrame(RNG.random((rows, cols)), index=[f"model {i}" for i in range(rows)], columns=DOMAINS[:cols])
 
 
+def hidden_sweep() -> pd.DataFrame:
+    """The full profile's routing-noise sweep: five methods, four perturbations, and the MoE under RED's router drawn
+    exactly under RED, so its legend label grows to "softmax MoE (RED's router) (under RED)"."""
+    rows = []
+    for t in ("Task 1", "Task 2", "MNIST"):
+        for p in ("none", "logit noise", "misrouted (random expert)", "misrouted (adjacent expert)", "flattened"):
+            for st in (0, 0.25, 0.5, 1):
+                for s in range(3):
+                    red = 1 - st * RNG.random() / 2
+                    rows += [dict(task=t, perturbation=p, strength=st, seed=s, method=m, accuracy=a) for m, a in (
+                        ("RED", red), ("softmax MoE", RNG.random()), ("softmax MoE (RED's router)", red),
+                        ("uniform averaging", 0.4), ("global head", 0.9))]
+    return pd.DataFrame(rows)
+
+
 FIGURES = {
     "prediction_curves": lambda: plots.prediction_curves(curves(), "A: linear experts", bands=[(1, 20), (21, 40)]),
     "accuracy_heatmap": lambda: plots.accuracy_heatmap(heat(), "B: MLP experts, accuracy (mean over seeds)"),
@@ -52,6 +67,8 @@ FIGURES = {
          for t in ("Task 1", "Task 2", "MNIST") for p in ("none", "logit noise", "misrouted (random expert)")
          for st in (0, 0.5, 1) for m in ("RED", "softmax MoE", "softmax MoE (RED's router)", "global head")
          for s in range(2)]), "Accuracy under routing perturbations"),
+    "perturbation_curves, a line under another": lambda: plots.perturbation_curves(hidden_sweep(),
+                                                                                 "Accuracy under routing perturbations"),
     "change_heatmaps": lambda: plots.change_heatmaps(pd.DataFrame(
         [dict(task=t, method=m, expert=e, domain=d, change=RNG.random() - 0.5) for t in ("Task 1", "MNIST")
          for m in ("RED", "softmax MoE") for e in range(5) for d in range(5)]), "Accuracy change, one expert removed"),
@@ -103,6 +120,23 @@ def test_two_panels_that_show_one_result_are_drawn_once_and_different_ones_twice
             for p in ("true programs", "decomposer's programs")]
     fig = plots.step_lines(pd.DataFrame(rows), "steps", "routing", "Execution", col="programs")
     assert len(fig.axes) == 1 and "true programs and decomposer's programs alike" in fig._suptitle.get_text()
+
+
+def test_a_long_legend_stacks_into_rows_within_the_panels_instead_of_widening_the_figure():
+    fig = plots.perturbation_curves(hidden_sweep(), "Accuracy under routing perturbations")
+    labels = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert "softmax MoE (RED's router) (under RED)" in labels
+    assert legible.scale(fig) == 1.0  # shown at its own size: no wider than the column
+
+
+@pytest.mark.parametrize("name", ["method_bars", "domain_bars"])
+def test_a_legend_below_its_axes_starts_under_the_axis_label_and_tick_labels(name):
+    fig = FIGURES[name]()
+    r = fig.canvas.get_renderer()
+    ax, legend = fig.axes[0], fig.axes[0].get_legend()
+    top = legend.get_window_extent(r).y1
+    legend.set_visible(False)
+    assert top < ax.get_tightbbox(r).y0  # under the tick labels and the axis label
 
 
 def test_a_line_drawn_under_another_says_so_in_its_label_and_zero_changes_are_blank():

@@ -7,6 +7,7 @@ import html
 import math
 
 import matplotlib.pyplot as plt
+from matplotlib import transforms
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -93,8 +94,12 @@ def legend_outside(ax, entries: int, title: str, right: bool = False) -> None:
     elif entries > 1:
         longest = max(len(t.get_text()) for t in ax.get_legend().get_texts())
         per_row = max(1, min(entries, 5, int(COLUMN_IN * 72 / (0.6 * LEGEND_PT * longest + 30))))  # fits the column
-        sns.move_legend(ax, "upper center", bbox_to_anchor=(0.5, -0.16), ncols=per_row, fontsize=LEGEND_PT,
-                        title=title, frameon=False)
+        ax.get_legend().set_visible(False)  # the space under the axes is its tick labels and axis label alone
+        renderer = ax.figure.canvas.get_renderer()
+        under = (ax.bbox.y0 - ax.get_tightbbox(renderer).y0) * 72 / ax.figure.dpi + 4  # points, whatever the layout
+        sns.move_legend(ax, "upper center", bbox_to_anchor=(0.5, 0.0), ncols=per_row, fontsize=LEGEND_PT,
+                        title=title, frameon=False,
+                        bbox_transform=transforms.offset_copy(ax.transAxes, ax.figure, y=-under, units="points"))
     elif ax.get_legend():
         ax.get_legend().remove()
 
@@ -134,15 +139,14 @@ def step_lines(df: pd.DataFrame, x: str, hue: str, title: str, col: str | None =
         df, col = df[df[col] == df[col].iloc[0]], None
     wrap = 2 if col and df[col].nunique() > 2 else None  # at most two panels a row: a figure at book width
     grid = sns.catplot(df, x=x, y="accuracy", hue=hue, col=col, col_wrap=wrap, kind="point", errorbar="sd",
-                       dodge=0.3, height=2.8, aspect=1.15 if col else 2.2, capsize=0.1)
+                       dodge=0.3, height=2.8, aspect=1.15 if col else 2.2, capsize=0.1, legend_out=False)
     grid.set(ylim=(0, 1.02))
     if col:
         grid.set_titles("{col_name}")
     grid.set_axis_labels(x, "final-answer accuracy")
     grid.figure.suptitle(title, fontweight="bold")
     grid.figure.tight_layout()
-    sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=4, frameon=False,  # below, off the data
-                    fontsize=LEGEND_PT)
+    legend_below(grid, most=4)
     return check(grid.figure)
 
 
@@ -265,14 +269,27 @@ def perturbation_curves(sweep: pd.DataFrame, title: str):
     data = data.assign(method=data["method"].map(hidden_under(data, ["panel", "strength"], "method", "accuracy")))
     grid = sns.relplot(data, x="strength", y="accuracy", hue="method", style="method", col="panel", col_wrap=2,
                        kind="line", errorbar="sd", markers=True, dashes=False, height=2.7, aspect=1.35,
-                       facet_kws={"sharex": False})
+                       facet_kws={"sharex": False, "legend_out": False})
     grid.set(ylim=(0, 1.02))
     grid.set_titles("{col_name}", size=10)
     grid.figure.suptitle(title, fontweight="bold")
     grid.figure.tight_layout()
-    sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=2, frameon=False,  # below, off the titles
-                    fontsize=LEGEND_PT)
+    legend_below(grid, most=2)
     return check(grid.figure)
+
+
+def legend_below(grid: sns.FacetGrid, most: int) -> None:
+    """The grid's legend centred below its panels (off the data and the titles), in as many columns as fit within
+    the panels' width and the book's column (at most `most`): long labels stack into rows instead of widening the
+    figure, which would shrink its text on the page. (Made with `legend_out=False`, so that seaborn has not widened
+    the figure for a legend on the right.)"""
+    fig = grid.figure
+    room = min(fig.get_figwidth(), COLUMN_IN) * fig.dpi
+    renderer = fig.canvas.get_renderer()
+    for ncol in range(most, 0, -1):
+        sns.move_legend(grid, "upper center", bbox_to_anchor=(0.5, 0.0), ncol=ncol, frameon=False, fontsize=LEGEND_PT)
+        if grid.legend.get_window_extent(renderer).width <= room:
+            return
 
 
 def hidden_under(df: pd.DataFrame, at: list[str], line: str, value: str, within: float = 0.005) -> dict[str, str]:
