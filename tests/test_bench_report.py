@@ -323,6 +323,8 @@ def test_the_speed_pages_answer_says_whether_the_book_meets_its_budget_and_what_
     words = cold_answer(book, 90)
     assert "takes 100 min: it misses its budget of 90 min" in words and "b (69 min, 69% of the book)" in words
     assert "reading high" in words and "meets" in cold_answer(book, 120) and cold_answer(None, 90).startswith("Not")
+    named = {**book, "pages": [{**book["pages"][1], "page": "step_decomposition"}]}  # a page of the book: its title
+    assert "costs most is “Op experts, the step decomposer and program execution” (69 min" in cold_answer(named, 90)
     low = {**book, "pages": [*book["pages"], {"page": "c", "min": 0.0, "commit": "z", "disturbed": "", "resumed": "its own"}]}
     # a page resumed: the sum is a lower bound, it can only miss for sure
     assert "takes at least 100 min: it misses" in cold_answer(low, 90) and "it may miss" in cold_answer(low, 120)

@@ -49,3 +49,9 @@ def test_a_number_over_some_seeds_names_them():
 
     assert seed_list([0]) == "seed 0" and seed_list([1, 0, 1]) == "seeds 0 and 1"
     assert seed_list((2, 0, 1)) == "seeds 0, 1 and 2"
+
+
+def test_a_learning_rate_prints_as_the_paper_writes_it_and_never_wraps():
+    from redlib.core.claims import rate
+
+    assert [rate(x) for x in (1e-4, 0.001, 2.5e-4, 3e-5)] == ["1e\u20114", "1e\u20113", "2.5e\u20114", "3e\u20115"]

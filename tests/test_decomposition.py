@@ -155,3 +155,19 @@ def test_worked_examples_name_each_expression_once_above_its_steps():
     blocks = table.index.get_level_values(0)
     assert blocks[0] == blocks[1] == "4 plus 5 minus 2 → 7 (its decoded program)"
     assert blocks[2] == "3 plus 3 → 6 (no program decoded: the true one)"
+
+
+def test_the_attribution_sentence_names_the_rate_that_moves_each_method_more():
+    from redlib.experiments.step_decomposition_report import attribution_words, rates_words
+
+    att = pd.DataFrame({"stage 1 lr": [1e-3, 1e-3, 1e-4, 1e-4], "small stages lr": [1e-3, 1e-4, 1e-3, 1e-4],
+                        "RED": [0.5, 0.48, 0.92, 0.9], "softmax MoE": [0.4, 0.39, 0.9, 0.89]})
+    words = attribution_words(att)
+    assert words.startswith("stage 1's rate, more than the small stages' rate (from 1e\u20113 to 1e\u20114")
+    assert "stage 1's rate moves RED by +0.420 and the softmax MoE by +0.500" in words
+    assert "the small stages' rate moves RED by -0.020 and the softmax MoE by -0.010" in words
+    split = attribution_words(att.assign(RED=[0.5, 0.9, 0.52, 0.92]))
+    assert split.startswith("for RED, the small stages' rate; for the softmax MoE, stage 1's rate (")
+    assert attribution_words(None).startswith("not run")
+    assert rates_words(pd.Series({"residual D1": 1e-4, "residual D2": 1e-4})) == "1e\u20114"
+    assert rates_words(pd.Series({"residual D1": 1e-4, "residual D2": 1e-3})) == "residual D1 1e\u20114, residual D2 1e\u20113"

@@ -259,3 +259,12 @@ def test_a_number_that_rounds_to_zero_never_prints_as_zero_point_zero():
 
     assert [small(0.0), small(0.0001), small(-0.0001), small(0.0123)] == ["0", "< 5e-4", "> −5e-4", "0.012"]
     assert [small(0.0, sign=True), small(0.0002, sign=True), small(0.01, sign=True)] == ["0", "< +5e-4", "+0.010"]
+
+
+def test_a_pages_glance_line_says_what_its_number_measures(tmp_path):
+    from redlib.book import ledger_html
+
+    write(tmp_path, "toy_experiments", {"toy.linear.weights": {
+        "value": 1e-7, "per_seed": [1e-7, 1e-7], "bound": [0, 0.01], "measure": "max |deviation| from [0.5, 0.5, 0]"}})
+    line = ledger_html.glance(ledger.table(ledger.collect(tmp_path)))
+    assert "ours 1e\u201107 (max |deviation| from [0.5, 0.5, 0]), the paper's" in line

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from ..book.registry import NOTEBOOKS
+from ..book.registry import BY_NAME, NOTEBOOKS
 from ..core.paths import project_root
 
 README_MARK = re.compile(r"<!-- cold-book -->.*?<!-- /cold-book -->", re.S)
@@ -95,9 +95,14 @@ def cold_answer(book: dict[str, Any] | None, budget_min: float) -> str:
     verdict = ("misses" if book["min"] > budget_min else "may miss" if low else "meets")
     return (f"The whole book, cold on the 2-core machine, takes {'at least ' if low else ''}{book['min']:.0f} min: "
             f"it {verdict} its budget of "
-            f"{budget_min:.0f} min. What costs most is {dearest['page']} ({dearest['min']:.0f} min, "
+            f"{budget_min:.0f} min. What costs most is {_title(dearest['page'])} ({dearest['min']:.0f} min, "
             f"{dearest['min'] / book['min']:.0%} of the book)"
             + (", timed beside other processes, so reading high" if dearest["disturbed"] else "") + ".")
+
+
+def _title(page: str) -> str:
+    """A page as a reader knows it: its title in the book (a name the registry does not know, as it is)."""
+    return f"“{BY_NAME[page].title}”" if page in BY_NAME else page
 
 
 def cold_line(profile: str) -> str:

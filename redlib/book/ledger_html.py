@@ -85,7 +85,8 @@ def glance(df: pd.DataFrame, duel: pd.DataFrame | None = None) -> str:
             continue
         top = _headline(part)
         paper = f", the paper's {top['paper']}" if str(top["paper"]) not in ("", "-", "nan") else ""
-        lines.append(head + f"*{top['claim']}*: ours {top['ours']}{paper}: **{top['verdict']}**.")
+        what = f" ({top['measure']})" if str(top.get("measure", "")) not in ("", "nan") else ""  # what our number is
+        lines.append(head + f"*{top['claim']}*: ours {top['ours']}{what}{paper}: **{top['verdict']}**.")
     return "\n".join(lines)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Mapping
 
+from ..core.claims import rate
 from ..core.config import MAX_EPOCHS, MAX_WIDTH, ExperimentConfig, ParameterError, param
 from ..core.settings import TrainConfig
 from ..tasks.mixed import parse_mix
@@ -107,7 +108,7 @@ def upgraded(params: Mapping[str, Any]) -> dict[str, Any]:
 
 def protocol_words(cfg: RedConfig) -> str:
     """How a page's stages trained, in words, from its resolved parameters (the page's protocol sentence)."""
-    rates = f"AdamW at lr {cfg.lr:g}" + ("" if cfg.head_lr == cfg.lr else f" (stage 1), {cfg.head_lr:g} (the rest)")
+    rates = f"AdamW at lr {rate(cfg.lr)}" + ("" if cfg.head_lr == cfg.lr else f" (stage 1), {rate(cfg.head_lr)} (the rest)")
     experts = ("linear classifier experts" if not cfg.expert_hidden
                else f"classifier experts with a hidden layer of {cfg.expert_hidden}")
     s1_patience = cfg.backbone_patience or cfg.patience

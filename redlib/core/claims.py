@@ -166,8 +166,10 @@ def unbroken(number: str) -> str:
 
 
 def rate(x: float) -> str:
-    """A learning rate as the paper writes it, one digit and a short exponent that never wraps: 1e-4 -> "1e-4"."""
-    return unbroken(f"{x:.0e}".replace("e-0", "e-"))
+    """A learning rate as the paper writes it, its digits and a short exponent that never wraps: 1e-4 -> "1e-4",
+    2.5e-4 -> "2.5e-4"."""
+    mantissa, exponent = f"{x:e}".split("e")
+    return unbroken(f"{float(mantissa):g}e{int(exponent)}")
 
 
 def small(x: float, digits: int = 3, sign: bool = False) -> str:

@@ -200,14 +200,17 @@ def cost_claims(c: pd.DataFrame, times: pd.DataFrame, peaks: pd.Series, backbone
     c = c.set_index("backbone")
     here, qwen = c.iloc[0], c.loc["Qwen3-0.6B shape"]
     exact = "exact (counted from the shapes, no seed)"
-    out = {"eff.params": measure.bound([qwen["RED share of backbone"]], 0.0, 0.01, measure="on Qwen3-0.6B's shape",
+    out = {"eff.params": measure.bound([qwen["RED share of backbone"]], 0.0, 0.01,
+                                       measure="RED's added parameters as a share of the backbone's, on Qwen3-0.6B's "
+                                               "shape",
                                        embedded_backbone=float(here["RED share of backbone"]), spread=exact),
            "eff.router_flops": measure.bound([here["router share of compute"]], 0.0, 0.005, backbone=backbone,
                                              qwen3_0_6b_shape=float(qwen["router share of compute"]), spread=exact)}
     ratio = float(qwen["MoE / RED expert parameters"])
     paper_ratio = float(qwen[PAPER_FORMULA]) if PAPER_FORMULA in qwen else None  # tables from before this column
     out["eff.red_vs_moe_params"] = measure.order(
-        [ratio >= 10], ratio >= 10, value=ratio, measure="on Qwen3-0.6B's shape",
+        [ratio >= 10], ratio >= 10, value=ratio,
+        measure="the MoE's expert parameters over RED's, above 1 where RED's are fewer, on Qwen3-0.6B's shape",
         claim_needs="a ratio of at least 10 (one order of magnitude)",
         embedded_backbone=float(here["MoE / RED expert parameters"]),
         extensions={"the paper's own count, d·C against d·r + r·C (Qwen3-0.6B's shape)": measure.order(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..core.claims import listing, load_claims, verdict_keys
+from ..core.claims import listing, load_claims, rate, verdict_keys
 from . import range_tables
 from .step_decomposition import PAPER_KEYS, execution_table
 from ..configs.step_decomposition import DecompositionConfig
@@ -29,16 +29,27 @@ def attribution_effects(att: pd.DataFrame) -> dict[str, float]:
 
 
 def attribution_words(att: pd.DataFrame | None) -> str:
-    """What the 2x2 shows, in a sentence: which factor moves each method's execution more."""
+    """What the 2x2 shows, in a reader's sentence: which rate moves each method's execution more, and by how much."""
     if att is None or att.empty:
         return "not run (\"attribution\" is not in `extensions`)"
     eff = attribution_effects(att)
-    parts = []
-    for m in METHODS:
-        s1, sm = eff[f"sd_att_stage1_{PAPER_KEYS[m]}"], eff[f"sd_att_small_{PAPER_KEYS[m]}"]
-        which = "stage 1's rate" if abs(s1) > abs(sm) else "the small stages' rate"
-        parts.append(f"{m}'s moves more with {which} (from 1e-3 to 1e-4: stage 1 {s1:+.3f}, small stages {sm:+.3f})")
-    return "; ".join(parts)
+    names = {"stage1": "stage 1's rate", "small": "the small stages' rate"}
+    said = [m if m == "RED" else f"the {m}" for m in METHODS]
+    moves = {f: [eff[f"sd_att_{f}_{PAPER_KEYS[m]}"] for m in METHODS] for f in names}
+    larger = [max(names, key=lambda f: abs(moves[f][i])) for i in range(len(METHODS))]
+    how = "(from 1e\u20113 to 1e\u20114, each averaged over the other's two rates: " + "; ".join(
+        f"{names[f]} moves " + " and ".join(f"{m} by {v:+.3f}" for m, v in zip(said, moves[f])) for f in names) + ")"
+    if len(set(larger)) == 1:
+        other = next(f for f in names if f != larger[0])
+        return f"{names[larger[0]]}, more than {names[other]} {how}"
+    return "; ".join(f"for {m}, {names[f]}" for m, f in zip(said, larger)) + f" {how}"
+
+
+def rates_words(lrs: pd.Series) -> str:
+    """Learning rates per stage (index: the stage) in words: one rate when they are all the same."""
+    if lrs.nunique() == 1:
+        return rate(lrs.iloc[0])
+    return ", ".join(f"{k} {rate(v)}" for k, v in lrs.items())
 
 
 def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
@@ -56,9 +67,8 @@ def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str
         **{f"sd_paper_{k}": paper[f"sd.{k}.acc"]["paper"]["all"] for k in PAPER_KEYS.values()},
         "sd_exact": listing(t["decomposer"].groupby("run", sort=False)["exact"].mean()),
         "sd_single_red": single["RED (true range)"], "sd_single_oracle": single["oracle experts"],
-        "sd_head_lr": f"{cfg.head_lr:g}", "sd_paper_stage1_lr": f"{cfg.lr:g}", "sd_max_epochs": cfg.max_epochs,
-        "sd_patience": cfg.patience,
-        "sd_residual_lr": ", ".join(f"{k} {v:g}" for k, v in residual.groupby("stage", sort=False)["lr"].first().items()),
+        "sd_head_lr": rate(cfg.head_lr), "sd_paper_stage1_lr": rate(cfg.lr), "sd_max_epochs": cfg.max_epochs,
+        "sd_patience": cfg.patience, "sd_residual_lr": rates_words(residual.groupby("stage", sort=False)["lr"].first()),
         "sd_residual_epochs": residual["epochs run"].mean(), "sd_residual_best": residual["best epoch"].mean(),
         "sd_residual_capped": int(range_tables.epochs_table(residual, by=("stage",))["still improving at the cap"].sum()),
         "sd_residual_stages": len(residual), "sd_capped": range_tables.capped_stages(
