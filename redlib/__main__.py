@@ -1,4 +1,4 @@
-"""Command line: `python -m redlib run|book|params`."""
+"""Command line: `python -m redlib run|book|params|export|sources|bench`."""
 
 from __future__ import annotations
 
@@ -82,6 +82,13 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument("--out", required=True, help="the JSONL file to write")
     export.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                         help="a task1_addition parameter (seed, split, dataset_size, operand_min, ...)")
+    sources = sub.add_parser("sources", help="train into the stage cache only the other pages' runs a page reuses "
+                             "(robustness_and_cost: Task 1, Task 2 and MNIST), so it can be timed after them")
+    sources.set_defaults(func=_sources)
+    sources.add_argument("notebook", help="the page whose sources to train: robustness_and_cost")
+    sources.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
+                         help="a parameter of that page (profile, seed, n_seeds, backbone, ...)")
+    sources.add_argument("--workers", type=int, default=None, help=WORKERS_HELP)
     bench = sub.add_parser("bench", help="measure the pipeline's speed and memory (results/bench/bench.json)")
     bench.set_defaults(func=_bench)
     bench.add_argument("--smoke", action="store_true", help="tiny sizes and one repetition: checks that the bench runs")
@@ -173,6 +180,29 @@ def _export(args: argparse.Namespace) -> None:
     print(f"wrote {path}")
 
 
+def _sources(args: argparse.Namespace) -> None:
+    """`sources`: the runs of other pages that a page reuses, trained (or loaded) into the stage cache."""
+    from .book import runner
+
+    if args.notebook != "robustness_and_cost":
+        raise ParameterError(f"{args.notebook!r} reuses no other page's runs; only robustness_and_cost does")
+    _check_run_options(args)
+    params = runner.parse_params(args.notebook, args.parameter)
+    from .configs.robustness_and_cost import RobustnessConfig
+
+    cfg = RobustnessConfig.from_params(**params)
+    cfg.preflight()
+    from .core.store import Store
+    from .experiments import robustness_and_cost
+    from .speed import kernels
+
+    kernels.configure()
+    store = Store()
+    computed = robustness_and_cost.train_sources(cfg, store, progress=args.progress)
+    print(f"the sources of {args.notebook} (profile {cfg.profile}, seeds {cfg.seeds}) are in {store.root}: "
+          f"{computed} stages computed, {store.hits} loaded")
+
+
 def _params(args: argparse.Namespace) -> None:
     """`params`: every notebook's parameters and defaults, or (--write) each parameters cell rewritten."""
     if args.write:
@@ -219,10 +249,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     args = _parser().parse_args(argv)
-    if pairs and args.command not in ("run", "export"):
-        print(f"error: -p NAME VALUE is a parameter of `run` and `export`, not of `{args.command}`", file=sys.stderr)
+    if pairs and args.command not in ("run", "export", "sources"):
+        print(f"error: -p NAME VALUE is a parameter of `run`, `export` and `sources`, not of `{args.command}`",
+              file=sys.stderr)
         return 2
-    if args.command in ("run", "export"):
+    if args.command in ("run", "export", "sources"):
         args.parameter = pairs  # argparse's own -p (kept for --help) never sees one: they were taken out above
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")

@@ -27,6 +27,8 @@ def run_cli(*args):
         (["bench", "--warm-from", "/tmp"], "--cache and --warm-from need --notebooks"),
         (["bench", "--notebooks", "robustness_and_cost", "--warm-from", "/nonexistent"], "--warm-from /nonexistent is not a folder"),
         (["bench", "--notebooks", "toy_experiments", "--cache", str(Path(__file__).parent)], "is not empty"),
+        (["sources", "task1_addition"], "'task1_addition' reuses no other page's runs; only robustness_and_cost"),
+        (["sources", "robustness_and_cost", "-p", "n_seeds", "9"], "'n_seeds' must be at most 3"),
         (["run", "task1_addition", "-p", "number_format", "roman"], "allowed: whole, digits"),
         (["run", "task1_addition", "-p", "data_source", "web"], "allowed: text, released"),
         (["run", "task1_addition", "-p", "profile", "smoke", "-p", "pairs_test_share", "0.95"], "'pairs_test_share' must be"),

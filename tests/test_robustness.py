@@ -252,3 +252,16 @@ def test_a_step_mix_written_two_ways_is_one_run():
     today = {"n_seeds": 3, "extension_seeds": 1, "extensions": ["mix:50/50"]}  # and as `extensions` writes it
     assert timed_runs({**today, "step_mix": "1:0.50,2:0.50"}) == 3
     assert timed_runs({**today, "step_mix": "1:0.8,2:0.2"}) == 4
+
+
+def test_the_sources_trained_ahead_are_the_runs_the_page_loads(monkeypatch, tmp_path):
+    """`redlib sources robustness_and_cost` calls the page's own `load` for every task and seed, with one store, so
+    the page started from that cache (bench --warm-from) loads every source stage and trains only its own."""
+    calls = []
+    monkeypatch.setattr(rb.ranges, "backbone", lambda cfg: "bb")
+    monkeypatch.setattr(rb, "load", lambda cfg, task, seed, store, bb: calls.append((task, seed, store, bb)))
+    cfg = RobustnessConfig.from_params(profile="full", seed=4)
+    store = Store(tmp_path)
+    assert rb.train_sources(cfg, store, progress=False) == 0
+    assert sorted((t, s) for t, s, _, _ in calls) == sorted((t, s) for t in rb.TASKS for s in (4, 5, 6))
+    assert all(st is store and bb == "bb" for _, _, st, bb in calls)

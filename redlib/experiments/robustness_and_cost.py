@@ -54,6 +54,19 @@ def load(cfg: RobustnessConfig, task: str, seed: int, store: Store, bb: Backbone
     return Loaded(task, src, rr.red, rr.encoder, rr)
 
 
+def train_sources(cfg: RobustnessConfig, store: Store, progress: bool = True) -> int:
+    """Train (or load) into `store` every source page's run this page reuses, each task and seed, exactly as the page
+    loads them, and nothing of its own: the stage cache `bench --warm-from` times this page after, without running
+    the source pages' extensions. Returns how many stages were computed."""
+    from tqdm.auto import tqdm
+
+    bb = ranges.backbone(cfg.sources()["task1"])
+    for task in TASKS:
+        for s in tqdm(cfg.seeds, desc=f"{TASKS[task]}: the runs this page reuses", disable=not progress):
+            load(cfg, task, s, store, bb)
+    return store.misses
+
+
 def _accuracy(run: RedRun, preds: dict) -> dict[str, float]:
     y = run.data.labels["test"].numpy()
     return {name: accuracy(y, p) for name, (p, _) in preds.items()}
