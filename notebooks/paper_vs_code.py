@@ -33,7 +33,7 @@ from redlib.book import pages, plots
 from redlib.book.glue import glue_values
 from redlib.book.results import read
 from redlib.book.words import reader
-from redlib.core.claims import listing
+from redlib.core.claims import listing, small
 from redlib.book.paper_vs_code import run_facts
 from redlib.experiments import task2_mixed
 from redlib.experiments.ranges import METHOD_KEYS
@@ -75,7 +75,8 @@ in_our_runs = {
                             for m in ("RED", "softmax MoE")),
     "pvc_share": ", ".join(f"{r['RED share of backbone']:.2%} ({r['backbone']})"
                            for _, r in t1.table("parameter_cost").iterrows()),
-    "pvc_t2_ops": listing(task2_mixed.by_operations(t2.table("overall")).loc[("iid", "RED")]),
+    "pvc_t2_ops": ", ".join(f"{n} operation{'s' * (str(n) != '1')} {small(v)}"
+                            for n, v in task2_mixed.by_operations(t2.table("overall")).loc[("iid", "RED")].items()),
     "pvc_t2_red": per_run(t2.table("overall").query("method == 'RED'"), "accuracy"),
     "pvc_sd_exact": per_run(sd.table("decomposer"), "exact"),
     "pvc_sd_single": per_run(sd.table("op_experts").query("method == 'RED'"), "accuracy"),

@@ -35,6 +35,6 @@ def test_the_words_change_when_the_recorded_parameters_do(tmp_path):
                                        "mix_variant": "1:0.5,2:0.5"}
     (tmp_path / "a" / "full" / "task2_mixed" / "claims.json").write_text(json.dumps(old))
     assert paper_vs_code.run_facts("full", tmp_path / "a")["pvc_t2_mix"] == a["pvc_t2_mix"]
-    assert "`final` (64,000/8,000/8,000)" in a["pvc_sizes"] and "step decomposition `first`" in b["pvc_sizes"]
+    assert "'final' (64,000/8,000/8,000)" in a["pvc_sizes"] and "step decomposition 'first'" in b["pvc_sizes"]
     assert "lr 1e\u20113" in a["pvc_mnist_setup"] and b["pvc_mnist_setup"] == "not run yet"  # as the paper writes it
     assert "AdamW at lr 1e\u20114," in a["pvc_protocol"]

@@ -34,7 +34,7 @@ def run_facts(profile: str = "full", root: str | os.PathLike = "results") -> dic
                        + "".join(f", {mix_words(st.mix)} as an extension" for st in t2.settings if st.mix)
                        if t2 else missing),
         "pvc_sd_mix": f"{mix_words(sd.step_mix)} programs of 2/3/4 steps" if sd else missing,
-        "pvc_sizes": ", ".join(f"{name} `{cfg.dataset_size}` ({'/'.join(f'{n:,}' for n in cfg.sizes)})"
+        "pvc_sizes": ", ".join(f"{name} '{cfg.dataset_size}' ({'/'.join(f'{n:,}' for n in cfg.sizes)})"
                                for name, cfg in (("Task 1", t1), ("Task 2", t2), ("step decomposition", sd)) if cfg)
         or missing,
         "pvc_mnist_setup": (f"{mn.data_label}, {protocol_words(mn)}" if mn else missing),
