@@ -18,19 +18,20 @@
 # ## The two commands
 #
 # ```bash
-# make book   # install into .venv if needed, execute every notebook (full profile), build the HTML book
-# make test   # install if needed, unit tests + every notebook (smoke profile) under nbval + strict book build
+# make book   # every notebook executed (full profile), then the HTML book
+# make test   # unit tests, smoke notebooks under nbval, strict build, browser check
 # ```
 #
-# `make book PROFILE=smoke` builds a quick version (tiny data; its cold time is on the "Speed and memory"
-# page) in `_build/smoke/`.
+# Both install into `.venv` first if needed. `make book PROFILE=smoke` builds a quick version (tiny data;
+# its cold time is on the "Speed and memory" page) in `_build/smoke/`.
 # The install puts torch 2.13.0 first (a CPU build), then `pip install -e ".[dev]"`; `environment.yml`
 # describes the same dependencies for conda or Binder.
 #
 # ## One notebook, other parameters
 #
 # ```bash
-# .venv/bin/python -m redlib run task1_addition -p seed 3 -p n_seeds 1 -p split iid --output /tmp/t1.ipynb
+# .venv/bin/python -m redlib run task1_addition -p seed 3 -p n_seeds 1 -p split iid \
+#     --output /tmp/t1.ipynb
 # .venv/bin/python -m redlib run toy_experiments -p profile smoke --output /tmp/toy.ipynb
 # ```
 #
