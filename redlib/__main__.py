@@ -89,6 +89,12 @@ def _parser() -> argparse.ArgumentParser:
     sources.add_argument("-p", "--parameter", nargs=2, action="append", default=[], metavar=("NAME", "VALUE"),
                          help="a parameter of that page (profile, seed, n_seeds, backbone, ...)")
     sources.add_argument("--workers", type=int, default=None, help=WORKERS_HELP)
+    _add_bench(sub)
+    return ap
+
+
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    """`bench`'s options (the whole bench, or one part of it)."""
     bench = sub.add_parser("bench", help="measure the pipeline's speed and memory (results/bench/bench.json)")
     bench.set_defaults(func=_bench)
     bench.add_argument("--smoke", action="store_true", help="tiny sizes and one repetition: checks that the bench runs")
@@ -116,7 +122,6 @@ def _parser() -> argparse.ArgumentParser:
                             "published run itself, into this checkout's results/ and book/ (from a clean tree and an "
                             "empty --cache), and with every page the strict HTML build is timed too: one cold pass "
                             "both times and re-publishes the book")
-    return ap
 
 
 class Stopped(KeyboardInterrupt):
