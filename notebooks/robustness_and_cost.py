@@ -127,7 +127,7 @@ for task in ("task1", "mnist", "task2"):
         if task in ("task1", "task2"):
             keep(no_residual=rb.no_residual(ld))
             if cfg.trains(s):
-                keep(rank=rb.rank_ablation(ld, store, cfg.ranks))
+                keep(**rb.rank_ablation(ld, store, cfg.ranks))
         if task == "task1":
             keep(boundary=rb.boundary(ld))
         del ld
@@ -277,6 +277,9 @@ glue_values(rr.found(cfg, t, ledger.verdicts(results.claims)))
 #   {glue:text}`rb_t1_identical`.
 # - **The released code's MoE form** (a gate over logit experts): the no-residual drop is
 #   {glue:text}`rb_code_moe_drops`.
+# - **The stages this page trains itself** (replacement experts, the late expert's routers, residuals of other
+#   ranks; the late expert is stage 2's own entry, reloaded), each recorded in `epochs.csv`:
+#   {glue:text}`rb_own_stages`.
 # - **The paper's complexity** counts a RED expert as $d r + r C$ and an MoE expert as $d C$, a ratio of
 #   {glue:text}`rb_paper_formula:.2f` on Qwen3-0.6B's shape at r = d/4; the hidden-space residual the paper
 #   defines is $d \to r \to d$, which is what we count.

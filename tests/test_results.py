@@ -203,3 +203,16 @@ def test_every_published_stage_trained_at_the_protocols_rate_and_stopped_by_pati
     assert len(epochs) and (epochs["lr"] == rate).all() and (epochs["patience"] == 10).all()
     capped = epochs[~epochs["stopped by patience"].astype(bool) | (epochs["epochs run"] >= epochs["max epochs"])]
     assert capped.empty, f"{page}: stages that ended at their cap:\n{capped[['stage', 'epochs run', 'max epochs']]}"
+
+
+def test_the_stages_robustness_trains_itself_follow_their_source_pages_protocol():
+    """Robustness's own stages (replacement experts, the late expert's routers, residuals of other ranks): each at
+    its source page's rate (Task 1 and Task 2 1e-4, MNIST 1e-3), patience 10, stopped by patience."""
+    res = read("robustness_and_cost", "full")
+    if not res.exists or not (res.dir / "epochs.csv").exists():
+        pytest.skip("robustness_and_cost was published before it recorded its own stages' epochs")
+    epochs = res.table("epochs")
+    rate = epochs["task"].map({"Task 1": 1e-4, "Task 2": 1e-4, "MNIST": 1e-3})
+    assert len(epochs) and (epochs["lr"] == rate).all() and (epochs["patience"] == 10).all()
+    capped = epochs[~epochs["stopped by patience"].astype(bool) | (epochs["epochs run"] >= epochs["max epochs"])]
+    assert capped.empty, f"stages that ended at their cap:\n{capped[['task', 'study', 'stage', 'epochs run']]}"

@@ -79,15 +79,24 @@ def test_modularity_replaces_removes_and_adds_experts_without_touching_the_rest(
     assert not state_equal(other[0], ld.red.residuals[0])
     again, _ = retrain_residuals(ld.cfg, ld.red, ld.encoder, store)
     assert all(state_equal(a, b) for a, b in zip(again, ld.red.residuals))
-    early = router_over(ld.cfg, ld.red, ld.encoder, store, K - 1)
+    early, epochs = router_over(ld.cfg, ld.red, ld.encoder, store, K - 1)
     assert early(ld.red.features["test"]).shape == (len(ld.red.data.labels["test"]), K - 1)
+    assert [e["stage"] for e in epochs] == [f"router over {K - 1} domains"]
+    # every stage the page trains itself is on its record: K replacement residuals and experts, the early
+    # router, the last residual (stage 2's entry, loaded) and the full router, each with its rate and stop
+    ep = mod["epochs"]
+    assert list(ep.groupby("study", sort=False).size().items()) == [("replacement", 2 * K), ("added later", K + 2)]
+    assert (ep["lr"] == ld.cfg.head_lr).all() and ep["stopped by patience"].notna().all()
+    assert {"task", "seed", "stage", "epochs run", "max epochs", "patience"} <= set(ep.columns)
     with pytest.raises(ValueError, match=r"domains must be in \[1, 3\], got 0"):
         router_over(ld.cfg, ld.red, ld.encoder, store, 0)
 
 
 def test_rank_ablation_reloads_the_runs_own_rank_and_trains_the_others(loaded):
     ld, store = loaded
-    rows = rb.rank_ablation(ld, store, [2, 4]).set_index("rank divisor")
+    out = rb.rank_ablation(ld, store, [2, 4])
+    rows = out["rank"].set_index("rank divisor")
+    assert list(out["epochs"].groupby("study", sort=False).size().items()) == [("rank d/2", K), ("rank d/4", K)]
     clean = rb._accuracy(ld.red, methods.predict(ld.red, names=["RED"]))["RED"]
     assert rows.loc[4, "accuracy"] == clean and list(rows["rank"]) == [8, 4]
     assert rows.loc[2, "residual parameters"] > rows.loc[4, "residual parameters"]
@@ -265,3 +274,12 @@ def test_the_sources_trained_ahead_are_the_runs_the_page_loads(monkeypatch, tmp_
     assert rb.train_sources(cfg, store, progress=False) == 0
     assert sorted((t, s) for t, s, _, _ in calls) == sorted((t, s) for t in rb.TASKS for s in (4, 5, 6))
     assert all(st is store and bb == "bb" for _, _, st, bb in calls)
+
+
+def test_the_pages_own_stages_are_counted_with_their_rate_and_those_that_ended_at_a_cap():
+    ep = pd.DataFrame({"task": ["Task 1", "Task 1", "MNIST"], "lr": [1e-4, 1e-4, 1e-3], "patience": [10, 10, 10],
+                       "stopped by patience": [True, False, True], "epochs run": [20, 150, 30],
+                       "max epochs": [150, 150, 300]})
+    assert rr.own_stages_words(ep) == ("3 stages (Task 1 at lr 1e\u20114, patience 10, MNIST at lr 1e\u20113, patience "
+                                       "10); 1 ended at their cap instead of by patience")
+    assert rr.own_stages_words(None) == "none recorded"

@@ -118,27 +118,38 @@ def modularity(ld: Loaded, store: Store, replacement_seed: int, train: bool = Tr
     if not train:
         return {"removed": removed}
     other = replacement_seed + run.seed
-    residuals, _ = retrain_residuals(ld.cfg, run, ld.encoder, store, seed=other)
-    experts, _ = retrain_experts(ld.cfg, run, ld.encoder, store, seed=other)
+    residuals, ep_residuals = retrain_residuals(ld.cfg, run, ld.encoder, store, seed=other)
+    experts, ep_experts = retrain_experts(ld.cfg, run, ld.encoder, store, seed=other)
     replaced = pd.concat([against_clean(_per_domain(replace(run, residuals=_swap(run.residuals, residuals, i),
                                                             experts=_swap(run.experts, experts, i))), expert=names[i])
                           for i in range(K)])
-    return {"removed": removed, "replaced": replaced, "added": added_later(ld, store).assign(**tag)}
+    added, ep_added = added_later(ld, store)
+    return {"removed": removed, "replaced": replaced, "added": added.assign(**tag),
+            "epochs": pd.concat([epochs_frame(ld, "replacement", ep_residuals + ep_experts),
+                                 epochs_frame(ld, "added later", ep_added)], ignore_index=True)}
+
+
+def epochs_frame(ld: Loaded, study: str, epochs: list[dict]) -> pd.DataFrame:
+    """The epochs of the stages a study trained itself (rate, patience, cap, stopped by patience), with its task,
+    seed and name: the page's own record that they followed its source page's protocol."""
+    return pd.DataFrame(epochs).assign(task=TASKS[ld.task], seed=ld.red.seed, study=study)
 
 
 def _swap(old: list, new: list, i: int) -> list:
     return [new[j] if j == i else m for j, m in enumerate(old)]
 
 
-def added_later(ld: Loaded, store: Store) -> pd.DataFrame:
+def added_later(ld: Loaded, store: Store) -> tuple[pd.DataFrame, list[dict]]:
     """RED deployed with the first K-1 experts and a router over them; then the last expert trained alone and the
-    router retrained on every domain. Raises if the backbone, head or earlier experts change on the way."""
+    router retrained on every domain, with the epochs of those stages. Raises if the backbone, head or earlier
+    experts change on the way."""
     run, K = ld.red, ld.red.data.n_domains
     before = copy.deepcopy([ld.encoder.trainable(), run.head, *run.residuals[:K - 1]])
-    early = replace(run, residuals=run.residuals[:K - 1], router=router_over(ld.cfg, run, ld.encoder, store, K - 1))
+    early_router, ep_early = router_over(ld.cfg, run, ld.encoder, store, K - 1)
+    early = replace(run, residuals=run.residuals[:K - 1], router=early_router)
     deployed = _per_domain(early, names=("RED",)).assign(system=f"first {K - 1} experts, router over them")
-    last, _ = retrain_residuals(ld.cfg, run, ld.encoder, store)  # trained alone: the cache entry of stage 2
-    full_router = router_over(ld.cfg, run, ld.encoder, store, K)
+    last, ep_last = retrain_residuals(ld.cfg, run, ld.encoder, store)  # trained alone: the cache entry of stage 2
+    full_router, ep_full = router_over(ld.cfg, run, ld.encoder, store, K)
     after = [ld.encoder.trainable(), run.head, *run.residuals[:K - 1]]
     if not all(state_equal(a, b) for a, b in zip(before, after)):
         raise AssertionError("adding an expert changed the backbone, the head or an earlier expert")
@@ -146,21 +157,23 @@ def added_later(ld: Loaded, store: Store) -> pd.DataFrame:
     added = _per_domain(later, names=("RED",)).assign(system=f"expert {K} added later, router retrained")
     at_once = _per_domain(run, names=("RED",)).assign(system="all experts at once")
     same = state_equal(last[K - 1], run.residuals[K - 1]) and state_equal(full_router, run.router)
-    return pd.concat([deployed, added, at_once]).assign(identical_to_all_at_once=same)[
-        ["system", "domain", "accuracy", "identical_to_all_at_once"]]
+    return (pd.concat([deployed, added, at_once]).assign(identical_to_all_at_once=same)[
+        ["system", "domain", "accuracy", "identical_to_all_at_once"]], ep_early + ep_last + ep_full)
 
 
-def rank_ablation(ld: Loaded, store: Store, divisors: list[int]) -> pd.DataFrame:
-    """RED's test accuracy with residuals of rank d / divisor (each trained alone as in stage 2; d/4 is the run's)."""
-    run, d, rows = ld.red, ld.red.features["test"].shape[1], []
+def rank_ablation(ld: Loaded, store: Store, divisors: list[int]) -> dict[str, pd.DataFrame]:
+    """RED's test accuracy with residuals of rank d / divisor (each trained alone as in stage 2; d/4 is the run's),
+    and those residuals' epochs."""
+    run, d, rows, trained = ld.red, ld.red.features["test"].shape[1], [], []
     for k in divisors:
         cfg = replace(ld.cfg, rank_divisor=k)
         residuals, epochs = retrain_residuals(cfg, run, ld.encoder, store)
+        trained.append(epochs_frame(ld, f"rank d/{k}", epochs))
         acc = _accuracy(run, methods.predict(replace(run, residuals=residuals), names=["RED"]))["RED"]
         rows.append({"task": TASKS[ld.task], "seed": run.seed, "rank divisor": k, "rank": cfg.rank(d),
                      "residual parameters": sum(p.numel() for r in residuals for p in r.parameters()), "accuracy": acc,
                      "best epochs": float(np.mean([e["best epoch"] for e in epochs]))})
-    return pd.DataFrame(rows)
+    return {"rank": pd.DataFrame(rows), "epochs": pd.concat(trained, ignore_index=True)}
 
 
 def no_residual(ld: Loaded) -> pd.DataFrame:

@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..configs.robustness_and_cost import RobustnessConfig
 from ..core import measure
-from ..core.claims import load_claims, order_verdict, seed_list, seeds_words, small, verdict_keys
+from ..core.claims import load_claims, order_verdict, rate, seed_list, seeds_words, small, verdict_keys
 from ..red import methods, perturbation
 from ..red.cost import PAPER_FORMULA
 from . import range_tables
@@ -138,6 +138,18 @@ def cold_peaks(t: dict[str, pd.DataFrame]) -> pd.Series:
     return t["cold_peaks"].set_index("page")["GiB"] if "cold_peaks" in t else pd.Series(dtype=float)
 
 
+def own_stages_words(epochs: pd.DataFrame | None) -> str:
+    """The stages the page's studies trained (or reloaded) themselves, in words: how many, each task's rate and
+    patience, and how many ended at their cap instead of by patience."""
+    if epochs is None or epochs.empty:
+        return "none recorded"
+    per_task = epochs.groupby("task", sort=False).agg(lr=("lr", "first"), patience=("patience", "first"))
+    at_cap = int((~epochs["stopped by patience"].astype(bool) | (epochs["epochs run"] >= epochs["max epochs"])).sum())
+    return (f"{len(epochs)} stages (" + ", ".join(f"{r.Index} at lr {rate(r.lr)}, patience {int(r.patience)}"
+                                                  for r in per_task.itertuples())
+            + f"); {at_cap} ended at their cap instead of by patience")
+
+
 def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
     """The numbers and verdicts the page's conclusions paste in (glued as `rb_*`; `t1`/`mn` for Task 1/MNIST)."""
     paper, sw = load_claims(), t["sweep"]
@@ -188,7 +200,7 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
         "rb_router_compute": here["router share of compute"], "rb_moe_ratio": qwen["MoE / RED expert parameters"],
         "rb_paper_formula": qwen[PAPER_FORMULA],
         "rb_peak": f"{peaks.max():.2f} GiB, {peaks.idxmax().replace('_', ' ')}" if len(peaks) else "not measured",
-        "rb_n_claims": len(v), "rb_tally": range_tables.verdict_tally(v),
+        "rb_n_claims": len(v), "rb_tally": range_tables.verdict_tally(v), "rb_own_stages": own_stages_words(t.get("epochs")),
         **verdict_keys("rb", {"eff.train_time": "not measured", "eff.peak_memory": "not measured"} | v),
     }
 

@@ -85,11 +85,14 @@ def retrain_experts(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store,
     return _retrain(cfg, run, encoder, store, seed, "expert")
 
 
-def router_over(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, domains: int) -> Router:
-    """A router over the run's first `domains` domains, trained on their samples only (cached like stage 3)."""
+def router_over(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store,
+                domains: int) -> tuple[Router, list[dict]]:
+    """A router over the run's first `domains` domains, trained on their samples only (cached like stage 3); with
+    its epochs."""
     if not 1 <= domains <= run.data.n_domains:
         raise ValueError(f"router_over: domains must be in [1, {run.data.n_domains}], got {domains}")
-    return router(_restart(cfg, run, encoder, store, None), domains)
+    st = _restart(cfg, run, encoder, store, None)
+    return router(st, domains), st.epochs[1:]
 
 
 def _retrain(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, seed: int | None,
