@@ -200,7 +200,8 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
         "rb_router_compute": here["router share of compute"], "rb_moe_ratio": qwen["MoE / RED expert parameters"],
         "rb_paper_formula": qwen[PAPER_FORMULA],
         "rb_peak": f"{peaks.max():.2f} GiB, {peaks.idxmax().replace('_', ' ')}" if len(peaks) else "not measured",
-        "rb_n_claims": len(v), "rb_tally": range_tables.verdict_tally(v), "rb_own_stages": own_stages_words(t.get("epochs")),
+        "rb_n_claims": len(v), "rb_tally": range_tables.verdict_tally(v),
+        "rb_own_stages": own_stages_words(t.get("epochs")),
         **verdict_keys("rb", {"eff.train_time": "not measured", "eff.peak_memory": "not measured"} | v),
     }
 
