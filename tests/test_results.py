@@ -6,6 +6,7 @@ import pytest
 from redlib.book.results import Results, read
 from redlib.core import measure
 from redlib.configs.toy_experiments import ToyConfig
+from redlib.core.settings import ended_at_cap
 
 
 def make(results_root, **kw):
@@ -201,7 +202,7 @@ def test_every_published_stage_trained_at_the_protocols_rate_and_stopped_by_pati
     assert params.get("double_cap") and params.get("expert_hidden") == 0, f"{page}: published without the protocol"
     epochs = res.table("epochs")
     assert len(epochs) and (epochs["lr"] == rate).all() and (epochs["patience"] == 10).all()
-    capped = epochs[~epochs["stopped by patience"].astype(bool) | (epochs["epochs run"] >= epochs["max epochs"])]
+    capped = epochs[ended_at_cap(epochs)]
     assert capped.empty, f"{page}: stages that ended at their cap:\n{capped[['stage', 'epochs run', 'max epochs']]}"
 
 
@@ -214,5 +215,5 @@ def test_the_stages_robustness_trains_itself_follow_their_source_pages_protocol(
     epochs = res.table("epochs")
     rate = epochs["task"].map({"Task 1": 1e-4, "Task 2": 1e-4, "MNIST": 1e-3})
     assert len(epochs) and (epochs["lr"] == rate).all() and (epochs["patience"] == 10).all()
-    capped = epochs[~epochs["stopped by patience"].astype(bool) | (epochs["epochs run"] >= epochs["max epochs"])]
+    capped = epochs[ended_at_cap(epochs)]
     assert capped.empty, f"stages that ended at their cap:\n{capped[['task', 'study', 'stage', 'epochs run']]}"

@@ -1,10 +1,14 @@
-"""The fit loop's settings as plain data, and the two questions asked of them without training (no torch here: a
+"""The fit loop's settings as plain data, and the questions asked of them without training (no torch here: a
 config that builds them, and the command line, load fast)."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 @dataclass
@@ -46,6 +50,12 @@ def still_improving(best_epoch, max_epochs, patience):
     """Whether a stage was still improving when its epoch cap stopped it: its best epoch (0-based) lies within
     `patience` of the cap. Scalars or pandas columns alike."""
     return best_epoch >= max_epochs - patience
+
+
+def ended_at_cap(epochs: pd.DataFrame) -> pd.Series:
+    """Per row of an epochs table: the stage ended at its cap rather than by patience (the convergence rule's
+    failure: not stopped by patience, or as many epochs run as its cap)."""
+    return ~epochs["stopped by patience"].astype(bool) | (epochs["epochs run"] >= epochs["max epochs"])
 
 
 def progress_enabled() -> bool:

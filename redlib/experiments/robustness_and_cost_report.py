@@ -10,6 +10,7 @@ import pandas as pd
 from ..configs.robustness_and_cost import RobustnessConfig
 from ..core import measure
 from ..core.claims import load_claims, order_verdict, rate, seed_list, seeds_words, small, verdict_keys
+from ..core.settings import ended_at_cap
 from ..red import methods, perturbation
 from ..red.cost import PAPER_FORMULA
 from . import range_tables
@@ -144,7 +145,7 @@ def own_stages_words(epochs: pd.DataFrame | None) -> str:
     if epochs is None or epochs.empty:
         return "none recorded"
     per_task = epochs.groupby("task", sort=False).agg(lr=("lr", "first"), patience=("patience", "first"))
-    at_cap = int((~epochs["stopped by patience"].astype(bool) | (epochs["epochs run"] >= epochs["max epochs"])).sum())
+    at_cap = int(ended_at_cap(epochs).sum())
     return (f"{len(epochs)} stages (" + ", ".join(f"{r.Index} at lr {rate(r.lr)}, patience {int(r.patience)}"
                                                   for r in per_task.itertuples())
             + f"); {at_cap} ended at their cap instead of by patience")
