@@ -46,10 +46,7 @@
 # Under routing noise RED loses {glue:text}`rb_t1_lost_red:.3f` of Task 1's accuracy and
 # the softmax MoE {glue:text}`rb_t1_lost_moe:.3f` (MNIST: {glue:text}`rb_mn_lost_red:.3f` against
 # {glue:text}`rb_mn_lost_moe:.3f`): the claim that RED degrades more gracefully
-# **{glue:text}`rb_v_rob_routing_noise`**. Routing still matters to RED: with every input sent to a random
-# wrong expert, RED answers {glue:text}`rb_t1_misrouted_red:.3f` of Task 1 (the MoE
-# {glue:text}`rb_t1_misrouted_moe:.3f`), while the global head, which does not route, answers
-# {glue:text}`rb_t1_clean_global:.3f`.
+# **{glue:text}`rb_v_rob_routing_noise`**. {glue:text}`rb_misrouting`
 # :::
 
 # %% tags=["parameters", "remove-cell"]

@@ -283,3 +283,13 @@ def test_the_pages_own_stages_are_counted_with_their_rate_and_those_that_ended_a
     assert rr.own_stages_words(ep) == ("3 stages (Task 1 at lr 1e\u20114, patience 10, MNIST at lr 1e\u20113, patience "
                                        "10); 1 ended at their cap instead of by patience")
     assert rr.own_stages_words(None) == "none recorded"
+
+
+def test_misrouting_is_said_against_the_global_head_on_both_tasks():
+    kind = "misrouted (random expert)"
+    acc = {("Task 1", "RED"): 0.99, ("Task 1", "global head"): 1.0, ("Task 1", "softmax MoE"): 0.0,
+           ("MNIST", "RED"): 0.9, ("MNIST", "global head"): 0.8, ("MNIST", "softmax MoE"): 0.1}
+    at_end = pd.Series({(t, kind, m): a for (t, m), a in acc.items()})
+    words = rr.misrouting_words(at_end)
+    assert "0.010 below the global head, which does not route, on Task 1 (0.990 against 1.000" in words
+    assert "0.100 above it on MNIST (0.900 against 0.800; the softmax MoE 0.100)" in words

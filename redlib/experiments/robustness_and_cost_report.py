@@ -151,6 +151,20 @@ def own_stages_words(epochs: pd.DataFrame | None) -> str:
             + f"); {at_cap} ended at their cap instead of by patience")
 
 
+def misrouting_words(at_end: pd.Series) -> str:
+    """How far RED lands from the global head (which does not route) with every input sent to a random wrong expert,
+    on Task 1 and MNIST, with the softmax MoE beside it (`at_end`: mean accuracy by task, perturbation, method at
+    each perturbation's strongest setting)."""
+    kind, parts = "misrouted (random expert)", []
+    for i, task in enumerate(("Task 1", "MNIST")):
+        red, base, moe = (at_end[(task, kind, m)] for m in ("RED", "global head", "softmax MoE"))
+        where = "below" if red < base else "above"
+        head = "the global head, which does not route," if i == 0 else "it"
+        parts.append(f"{abs(base - red):.3f} {where} {head} on {task} ({red:.3f} against {base:.3f}; "
+                     f"the softmax MoE {moe:.3f})")
+    return "With every input sent to a random wrong expert, RED answers " + " and ".join(parts) + "."
+
+
 def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
     """The numbers and verdicts the page's conclusions paste in (glued as `rb_*`; `t1`/`mn` for Task 1/MNIST)."""
     paper, sw = load_claims(), t["sweep"]
@@ -158,7 +172,7 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
     end = sw[sw["strength"] == sw.groupby("perturbation")["strength"].transform("max")]
     at_end = end.groupby(["task", "perturbation", "method"])["accuracy"].mean()
     clean = sw[sw["perturbation"] == "none"].groupby(["task", "method"])["accuracy"].mean()
-    out: dict[str, object] = {}
+    out: dict[str, object] = {"rb_misrouting": misrouting_words(at_end)}
     for task, k in (("Task 1", "t1"), ("MNIST", "mn")):
         e, entry = at_end.loc[task], plug_in(t, task, cfg.stable_tol)
         add = t["added"][(t["added"]["task"] == task) & t["added"]["system"].str.startswith("first")]
