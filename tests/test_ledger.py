@@ -268,3 +268,17 @@ def test_a_pages_glance_line_says_what_its_number_measures(tmp_path):
         "value": 1e-7, "per_seed": [1e-7, 1e-7], "bound": [0, 0.01], "measure": "max |deviation| from [0.5, 0.5, 0]"}})
     line = ledger_html.glance(ledger.table(ledger.collect(tmp_path)))
     assert "ours 1e\u201107 (max |deviation| from [0.5, 0.5, 0]), the paper's" in line
+
+
+def test_a_pages_glance_line_answers_its_question_where_the_page_names_it():
+    import pandas as pd
+
+    from redlib.book import ledger_html
+    from redlib.book.registry import PAGES
+    from redlib.core.claims import load_claims
+
+    part = pd.DataFrame({"id": ["eff.red_vs_moe_params", "rob.routing_noise"], "kind": ["order", "order"]})
+    assert ledger_html._headline(part)["id"] == "eff.red_vs_moe_params"
+    assert ledger_html._headline(part, "rob.routing_noise")["id"] == "rob.routing_noise"
+    claims = load_claims()
+    assert all(p.question in claims for p in PAGES if p.question)

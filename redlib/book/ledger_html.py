@@ -83,16 +83,17 @@ def glance(df: pd.DataFrame, duel: pd.DataFrame | None = None) -> str:
             lines.append(head + f"*RED against the softmax MoE* ({r['setting']}): RED − MoE {r['RED − softmax MoE']:+.3f}"
                          f"{sd} over {r['seeds']} seed{'s' * bool(r['seeds'] != 1)}, **{rule}**; the paper's gap {paper}.")
             continue
-        top = _headline(part)
+        top = _headline(part, page.question)
         paper = f", the paper's {top['paper']}" if str(top["paper"]) not in ("", "-", "nan") else ""
         what = f" ({top['measure']})" if str(top.get("measure", "")) not in ("", "nan") else ""  # what our number is
         lines.append(head + f"*{top['claim']}*: ours {top['ours']}{what}{paper}: **{top['verdict']}**.")
     return "\n".join(lines)
 
 
-def _headline(part: pd.DataFrame) -> pd.Series:
-    """A page's headline claim: its first order claim, else its first claim about RED, else its first claim."""
-    for hit in (part["kind"] == "order", part["id"].str.contains(r"\.red\.", regex=True)):
+def _headline(part: pd.DataFrame, question: str | None = None) -> pd.Series:
+    """A page's headline claim: the claim that answers its question (`Page.question`) where it names one, else its
+    first order claim, else its first claim about RED, else its first claim."""
+    for hit in (part["id"] == question, part["kind"] == "order", part["id"].str.contains(r"\.red\.", regex=True)):
         if hit.any():
             return part[hit].iloc[0]
     return part.iloc[0]

@@ -38,6 +38,7 @@ class Page:
     anchor: str | None = None  # label of the section where it discusses its claims
     budget: float | None = None  # minutes its full profile may take cold on the 2-core machine (`make bench` judges)
     budget_with: str | None = None  # or: the earlier page whose budget it shares (the pages' time is judged together)
+    question: str | None = None  # the claim that answers the page's question, where its first order claim does not
 
     @property
     def trains(self) -> bool:
@@ -70,7 +71,7 @@ PAGES: list[Page] = [
          budget=5),
     Page("robustness_and_cost", "Robustness, modularity, ablations and cost", PARTS[2], RobustnessConfig,
          "4.9 ablations, 4.10 cost, RQ2-RQ3 routing noise and plug-in modularity",
-         ("ablation", "robustness_modularity", "efficiency"), "rob-claims", budget=5),
+         ("ablation", "robustness_modularity", "efficiency"), "rob-claims", budget=5, question="rob.routing_noise"),
     _reading("speed_and_memory", "Speed and memory", PARTS[2]),
 ]
 
