@@ -183,8 +183,6 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
                 f"rb_{k}_strongest": "; ".join(f"{kind} RED {e[(kind, 'RED')]:.3f} vs MoE {e[(kind, 'softmax MoE')]:.3f}"
                                                for kind in perturbation.PERTURBATIONS),
                 f"rb_{k}_strongest_global": e[("flattened", "global head")],
-                f"rb_{k}_misrouted_red": e[("misrouted (random expert)", "RED")],
-                f"rb_{k}_misrouted_moe": e[("misrouted (random expert)", "softmax MoE")],
                 f"rb_{k}_removal": small(val["removal: largest change on other domains"]),
                 f"rb_{k}_moe_removal": small(entry["moe_removal"]),
                 f"rb_{k}_replacement": small(val["replacement: largest change on other domains"]),
