@@ -87,11 +87,11 @@ store = Store()
 cfg, results = pages.start("robustness_and_cost", globals(), store)
 plots.set_style()
 src = cfg.sources()
-bb = ranges.backbone(src["task1"])  # Task 1 and Task 2 share it
+bb = ranges.backbone(src[rb.T1])  # Task 1 and Task 2 share it
 display(Markdown(
     f"Profile **{cfg.profile}**: seeds {cfg.seeds} of the Task 1 and Task 2 pages (iid split, backbone "
-    f"`{cfg.backbone}`, dataset `{src['task1'].dataset_size}` / `{src['task2'].dataset_size}`) and of the MNIST page "
-    f"({src['mnist'].data_label}); rank divisors {cfg.ranks}; stability tolerance {cfg.stable_tol}."))
+    f"`{cfg.backbone}`, dataset `{src[rb.T1].dataset_size}` / `{src[rb.T2].dataset_size}`) and of the MNIST page "
+    f"({src[rb.MN].data_label}); rank divisors {cfg.ranks}; stability tolerance {cfg.stable_tol}."))
 
 
 # %% tags=["remove-input", "hide-output"]
@@ -116,22 +116,22 @@ def keep(**tables: pd.DataFrame) -> None:
         parts.setdefault(name, []).append(df)
 
 
-for task in ("task1", "mnist", "task2"):
+for task in (rb.T1, rb.MN, rb.T2):
     for s in tqdm(cfg.seeds, desc=rb.TASKS[task], disable=not progress_enabled()):
         ld = rb.load(cfg, task, s, store, bb)
-        if task in ("task1", "mnist"):
+        if task in (rb.T1, rb.MN):
             keep(sweep=rb.sweep(ld, cfg.levels()), **rb.modularity(ld, store, cfg.replacement_seed, cfg.trains(s)))
-        if task in ("task1", "task2"):
+        if task in (rb.T1, rb.T2):
             keep(no_residual=rb.no_residual(ld))
             if cfg.trains(s):
                 keep(**rb.rank_ablation(ld, store, cfg.ranks))
-        if task == "task1":
+        if task == rb.T1:
             keep(boundary=rb.boundary(ld))
         del ld
         gc.collect()
 t = {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
-t["parameter_cost"] = task1_addition.cost(bb, src["task1"])
-t["method_cost"] = cost.method_cost(bb, src["task1"], 5, 99, int(t["parameter_cost"]["tokens per question"].iloc[0]))
+t["parameter_cost"] = task1_addition.cost(bb, src[rb.T1])
+t["method_cost"] = cost.method_cost(bb, src[rb.T1], 5, 99, int(t["parameter_cost"]["tokens per question"].iloc[0]))
 # what training each experiment page's stages cost, from its own last run (stages loaded from the cache keep the cost
 # recorded when they were trained)
 t["stage_times"] = published_costs(["toy_experiments", "task1_addition", "task2_mixed", "step_decomposition",

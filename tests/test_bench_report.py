@@ -209,11 +209,11 @@ def test_a_missed_budget_says_where_its_time_goes():
     now = report.config_for("mnist_label5").from_params(profile="full").asdict()
     wall = 120.0 * _mnist_budget()  # twice the budget; stage 1 half of it, so not more than the budget alone
     timing = {"wall_seconds": wall, "parameters": now,
-              "stage_seconds": {"mnist/stage1": 0.5 * wall, "mnist/router": 0.1 * wall, "mnist/expert": 0.2 * wall}}
+              "stage_seconds": {"mn/stage1": 0.5 * wall, "mn/router": 0.1 * wall, "mn/expert": 0.2 * wall}}
     (row,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": timing}}}})
     runs = now["n_seeds"]
     assert row["met"] == "no" and row[report.WHERE] == (
-        f"mnist_label5: {runs} runs of {wall / 60 / runs:.1f} min, largest stages mnist/stage1 50%, mnist/expert 20%")
+        f"mnist_label5: {runs} runs of {wall / 60 / runs:.1f} min, largest stages mn/stage1 50%, mn/expert 20%")
     (met,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": {**timing, "wall_seconds": 60.0}}}}})
     assert met["met"] == "yes" and met[report.WHERE] == ""
     (beside,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": {
@@ -226,11 +226,11 @@ def test_a_budget_that_stage_1_alone_exceeds_says_so_with_its_size():
     now = report.config_for("mnist_label5").from_params(profile="full").asdict()
     budget = next(b.minutes for b in report.BUDGETS if b.pages == ("mnist_label5",))
     timing = {"wall_seconds": 120.0 * budget, "parameters": now,
-              "stage_seconds": {"mnist/stage1": 90.0 * budget, "mnist/expert": 20.0 * budget}}
+              "stage_seconds": {"mn/stage1": 90.0 * budget, "mn/expert": 20.0 * budget}}
     (row,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": timing}}}})
     assert row["met"] == "no" and f"stage 1 alone (no worker shortens it) takes {1.5 * budget:.1f} min, over the " \
         "budget" in row[report.WHERE]
-    shorter = {**timing, "stage_seconds": {"mnist/stage1": 30.0 * budget, "mnist/expert": 20.0 * budget}}
+    shorter = {**timing, "stage_seconds": {"mn/stage1": 30.0 * budget, "mn/expert": 20.0 * budget}}
     (row,) = report.page_budgets({"notebooks": {"full": {"per_notebook": {"mnist_label5": shorter}}}})
     assert row["met"] == "no" and "stage 1 alone" not in row[report.WHERE]
 
@@ -264,12 +264,12 @@ def test_the_whole_book_row_says_how_its_total_was_taken(bench):
 
 
 def test_a_missed_book_budget_says_which_pages_and_how_much_stage_1_take():
-    pages = {"a": {"wall_seconds": 3600.0, "stage_seconds": {"task1/stage1": 1800.0, "task1/expert": 900.0}},
-             "b": {"wall_seconds": 600.0, "stage_seconds": {"mnist/stage1": 120.0}}, "c": {"wall_seconds": 60.0}}
+    pages = {"a": {"wall_seconds": 3600.0, "stage_seconds": {"t1/stage1": 1800.0, "t1/expert": 900.0}},
+             "b": {"wall_seconds": 600.0, "stage_seconds": {"mn/stage1": 120.0}}, "c": {"wall_seconds": 60.0}}
     assert report.book_cause(pages, shown=2) == (
         "largest pages a 60 min, b 10 min; stage 1 takes 32 min of it")
     over = report.BOOK_MINUTES + 10
-    heavy = {**pages, "a": {**pages["a"], "stage_seconds": {"task1/stage1": 60.0 * over}}, "b": {"wall_seconds": 600.0}}
+    heavy = {**pages, "a": {**pages["a"], "stage_seconds": {"t1/stage1": 60.0 * over}}, "b": {"wall_seconds": 600.0}}
     assert report.book_cause(heavy).endswith(
         f"takes {over} min of it, more than the budget by itself")
 

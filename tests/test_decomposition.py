@@ -56,6 +56,13 @@ def tiny_run(tiny_qwen, tmp_path_factory):
     return cfg, bb, store, dec.run(cfg, 0, Setting("iid"), bb, store)
 
 
+def test_its_stages_are_filed_under_the_pages_key(tiny_run):
+    """The op experts' stages and the decomposer are filed under the page's key (its claims' and glues' prefix)."""
+    cfg, _, store, _ = tiny_run
+    assert {e["kind"] for e in store.events} >= {f"{cfg.KEY}/stage1", f"{cfg.KEY}/decomposer"}
+    assert {e["kind"].split("/")[0] for e in store.events} == {cfg.KEY} == {"sd"}
+
+
 def test_run_scores_every_routing_on_both_program_sources(tiny_run):
     cfg, _, _, t = tiny_run
     ex = t["execution"]

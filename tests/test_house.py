@@ -165,7 +165,8 @@ def test_a_rejected_parameter_is_answered_before_torch_or_pandas_load():
 def test_one_key_names_each_training_page_in_its_claims_and_glued_values():
     """A training page's config declares its short name once (`KEY`): every value its notebook glues starts with
     "<KEY>_", and its claim ids with "<KEY>." (robustness measures four claim groups the paper names otherwise:
-    its claims keep the paper's prefixes, its glued values take its key)."""
+    its claims keep the paper's prefixes, its glued values take its key). Its stages are filed in the cache under
+    "<KEY>/", which each page's own tests check on a tiny run."""
     from redlib.core.claims import load_claims
 
     keys = {p.name: p.config.KEY for p in registry.PAGES if p.trains}

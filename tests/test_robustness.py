@@ -24,7 +24,7 @@ def loaded(tmp_path_factory):
     cfg = tiny_config(epochs=30)
     store = Store(tmp_path_factory.mktemp("cache"))
     data, enc = synthetic()
-    return rb.Loaded("mnist", cfg, run_red(cfg, data, enc, store, seed=0), enc), store
+    return rb.Loaded(rb.MN, cfg, run_red(cfg, data, enc, store, seed=0), enc), store
 
 
 def test_perturbations_keep_weights_on_the_simplex_and_are_the_identity_at_zero():
@@ -139,8 +139,8 @@ def test_missing_folders_fail_before_any_run(tmp_path):
 def test_the_sources_are_the_pages_own_configs():
     cfg = RobustnessConfig.from_params(profile="smoke")
     src = cfg.sources()
-    assert src["task1"].asdict() == type(src["task1"]).from_params(profile="smoke", n_seeds=1).asdict()
-    assert src["mnist"].head_lr == 0.001 and src["task2"].split == "iid"
+    assert src["t1"].asdict() == type(src["t1"]).from_params(profile="smoke", n_seeds=1).asdict()
+    assert src["mn"].head_lr == 0.001 and src["t2"].split == "iid"
 
 
 def test_method_cost_counts_every_module_each_method_trains():
@@ -175,9 +175,9 @@ def test_costs_are_read_from_the_pages_own_runs_and_count_their_runs(tmp_path):
         (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": prov, "sha256": digests(d, {})}))
 
     page("task1_addition", {"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs",
-                            "extension_seeds": 1}, {"task1/stage1": 600.0, "task1/expert": 300.0, "task1/router": 120.0})
-    page("mnist_label5", {"n_seeds": 5}, {"mnist/stage1": 30.0})
-    page("task2_mixed", {"n_seeds": 3}, {"task2/stage1": 10.0}, unknown=4)  # older run: left out
+                            "extension_seeds": 1}, {"t1/stage1": 600.0, "t1/expert": 300.0, "t1/router": 120.0})
+    page("mnist_label5", {"n_seeds": 5}, {"mn/stage1": 30.0})
+    page("task2_mixed", {"n_seeds": 3}, {"t2/stage1": 10.0}, unknown=4)  # older run: left out
     times = published_costs(["task1_addition", "mnist_label5", "task2_mixed"], "full", tmp_path)
     assert dict(times.groupby("page")["runs"].first()) == {"mnist_label5": 5, "task1_addition": 5}
     assert timed_runs({"n_seeds": 3, "splits_reported": "iid,pairs", "digits_variant_on": "pairs"}) == 9
@@ -237,7 +237,7 @@ def test_cold_estimates_bracket_a_page_by_its_recorded_stage_seconds(tmp_path):
     d.mkdir(parents=True)
     prov = {"parameters": {"n_seeds": 5}, "git_commit": "abc1234def", "started_at": "2026-11-23T00:00:00+00:00",
             "run_options": {"workers": 2},
-            "stages": {"train_seconds_by_kind": {"mnist/stage1": 600.0, "mnist/expert": 1200.0},
+            "stages": {"train_seconds_by_kind": {"mn/stage1": 600.0, "mn/expert": 1200.0},
                        "stages_without_recorded_cost": 0}}
     pd.DataFrame({"stage": ["stage 1", "expert D1", "router"], "epochs run": [40, 1250, 90]}).to_csv(d / "epochs.csv")
     (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": prov, "sha256": digests(d, {})}))

@@ -112,6 +112,7 @@ def test_text_experiments_train_once_and_reload_the_same_weights(tok, tmp_path):
     moe, corpus, ep = ra.code_experiment(cfg, 0, tok, Store(tmp_path))
     again = Store(tmp_path)
     moe2, _, ep2 = ra.code_experiment(cfg, 0, tok, again)
+    assert [p.name for p in tmp_path.iterdir()] == [cfg.KEY] == ["ra"]  # its stages, under the page's key
     assert again.misses == 0 and again.hits == 2 and state_equal(moe, moe2) and ep2["cached"].all()
     # expert 0 of the MoE started from the pretrained code expert: phase 1's stage key is part of phase 2's
     routes = ra.text_routing(moe, corpus)

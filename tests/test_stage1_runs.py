@@ -77,7 +77,7 @@ def test_without_the_memory_for_two_workers_the_runs_train_in_the_page(tiny_qwen
 
 def test_the_prefix_size_is_known_before_it_is_computed(tiny_qwen, tmp_path):
     cfg = Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen))
-    data, texts = ranges.task_data(cfg.NAMESPACE, *ranges.frames(cfg, cfg.seed, cfg.settings[0]))
-    enc = stage1_runs.TextEncoder(ranges.backbone(cfg), texts, Store(tmp_path), cfg.NAMESPACE)
+    data, texts = ranges.task_data(cfg.KEY, *ranges.frames(cfg, cfg.seed, cfg.settings[0]))
+    enc = stage1_runs.TextEncoder(ranges.backbone(cfg), texts, Store(tmp_path), cfg.KEY)
     size = enc.prefix_bytes
     assert size == enc.prefix.numel() * enc.prefix.element_size()

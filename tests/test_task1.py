@@ -37,6 +37,13 @@ def test_every_method_is_scored(tiny_run):
     assert {"stage 1", "moe gate", "global head all train"} <= set(t["epochs"]["stage"])
 
 
+def test_its_stages_are_filed_under_the_pages_key(tiny_run):
+    """One key names the page: its stage-cache namespace is the prefix of its claim ids and glued values."""
+    cfg, _, store, _ = tiny_run
+    assert {e["kind"].split("/")[0] for e in store.events} == {cfg.KEY} == {"t1"}
+    assert {p.name for p in store.root.iterdir() if p.is_dir()} == {cfg.KEY}
+
+
 def test_rerun_loads_every_stage_from_the_cache(tiny_run):
     cfg, bb, store, run = tiny_run
     seen = len(store.events)

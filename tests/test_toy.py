@@ -48,6 +48,7 @@ def test_trained_linear_expert_beats_chance(tmp_path):
     model = LinearExpert()
     model.load_state_dict(untrained.state_dict())
     meta = toy_experiments.train_on(model, d1, cfg, 0, Store(tmp_path), "linear", "test")
+    assert [p.name for p in tmp_path.iterdir()] == [cfg.KEY]  # its stages, under the page's key
     after = toy_experiments.correct(model(d1.x), d1).float().mean().item()
     assert meta["cached"] is False and after > 0.9 > before
     assert torch.allclose(model.weight, torch.tensor([[0.5, 0.5]]), atol=0.05)

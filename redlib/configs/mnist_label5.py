@@ -32,7 +32,7 @@ class MnistConfig(RedConfig):
                                        '"code" (logit experts)')
 
     NOTEBOOK: ClassVar[str] = "mnist_label5"
-    KEY: ClassVar[str] = "mn"  # its claims' ids and glued values start with it ("mn.", "mn_")
+    KEY: ClassVar[str] = "mn"  # its stage-cache namespace ("mn/"), claim ids ("mn.") and glued values ("mn_")
     CODE_MOE: ClassVar[bool] = True
     BALANCED_BASE: ClassVar[bool] = True  # stage 1's rows: as many of each digit (the research code's base)
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {"judged_forms": FORMS}

@@ -86,7 +86,6 @@ class RangeTaskConfig:
                                           "where the split leaves room to rank the methods)")
 
     SIZES: ClassVar[dict[str, tuple[int, int, int]]] = SIZES
-    NAMESPACE: ClassVar[str] = ""  # the task's stage-cache namespace ("task1", "task2")
     SEED_DATA: ClassVar[str] = "each seed its own data"
 
     def check(self) -> None:

@@ -47,7 +47,9 @@ class RobustnessConfig(NotebookConfig):
                                     "this")
 
     NOTEBOOK: ClassVar[str] = "robustness_and_cost"
-    KEY: ClassVar[str] = "rb"  # its glued values start with it ("rb_"); its claims keep the paper's four prefixes
+    # its glued values start with it ("rb_"); its claims keep the paper's four prefixes, and the stages it trains are the
+    # source pages' kinds, under their keys
+    KEY: ClassVar[str] = "rb"
     SEED_DATA: ClassVar[str] = "the source pages' seeds and data"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {"smoke": {"n_seeds": 1, "train_seeds": 1},
                                                              "full": {"n_seeds": 3, "train_seeds": 2}}
@@ -93,6 +95,6 @@ class RobustnessConfig(NotebookConfig):
         """The configs of the pages whose runs this page reuses, at their profile's values (so their stages load, and
         their learning rates are chosen on their own seeds, as on their pages)."""
         common = {"profile": self.profile, "seed": self.seed, "device": self.device}
-        return {"task1": Task1Config.from_params(**common, backbone=self.backbone),
-                "task2": Task2Config.from_params(**common, backbone=self.backbone),
-                "mnist": MnistConfig.from_params(**common, data_dir=self.mnist_data_dir)}
+        return {Task1Config.KEY: Task1Config.from_params(**common, backbone=self.backbone),
+                Task2Config.KEY: Task2Config.from_params(**common, backbone=self.backbone),
+                MnistConfig.KEY: MnistConfig.from_params(**common, data_dir=self.mnist_data_dir)}

@@ -59,7 +59,7 @@ class RoutingHeatmapsConfig(NotebookConfig):
                                             "many epochs without a better validation loss")
 
     NOTEBOOK: ClassVar[str] = "routing_heatmaps"
-    KEY: ClassVar[str] = "ra"  # its claims' ids and glued values start with it ("ra.", "ra_")
+    KEY: ClassVar[str] = "ra"  # its stage-cache namespace ("ra/"), claim ids ("ra.") and glued values ("ra_")
     SEED_DATA: ClassVar[str] = "each seed its own texts; one digit split"
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {"domain_embedding": EMBEDDINGS}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {

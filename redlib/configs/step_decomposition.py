@@ -25,7 +25,7 @@ class DecompositionConfig(MixedTaskConfig, RangeTaskConfig, RedConfig):
     tagger_samples: int | None = param(None, "train expressions the decomposer learns from (val: an eighth)")
 
     NOTEBOOK: ClassVar[str] = "step_decomposition"
-    KEY: ClassVar[str] = "sd"  # its claims' ids and glued values start with it ("sd.", "sd_")
+    KEY: ClassVar[str] = "sd"  # its stage-cache namespace ("sd/"), claim ids ("sd.") and glued values ("sd_")
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
                   "backbone_patience": 3, "split_seeds": 1, "op_samples": 1000, "tagger_epochs": 3,

@@ -24,8 +24,7 @@ class Task1Config(RangeTaskConfig, RedConfig):
     n_templates: int = param(1, 'question templates used (1: "What is a plus b?" only; up to 5 paraphrases)')
 
     NOTEBOOK: ClassVar[str] = "task1_addition"
-    KEY: ClassVar[str] = "t1"  # its claims' ids and glued values start with it ("t1.", "t1_")
-    NAMESPACE: ClassVar[str] = "task1"  # its stage-cache namespace
+    KEY: ClassVar[str] = "t1"  # its stage-cache namespace ("t1/"), claim ids ("t1.") and glued values ("t1_")
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**range_choices(("iid", "pairs")), "data_source": DATA_SOURCES}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {

@@ -39,8 +39,7 @@ class Task2Config(MixedTaskConfig, RangeTaskConfig, RedConfig):
     """Arithmetic Task 2 (mixed): range experts, routers, RED and the four baselines on expressions."""
 
     NOTEBOOK: ClassVar[str] = "task2_mixed"
-    KEY: ClassVar[str] = "t2"  # its claims' ids and glued values start with it ("t2.", "t2_")
-    NAMESPACE: ClassVar[str] = "task2"  # its stage-cache namespace
+    KEY: ClassVar[str] = "t2"  # its stage-cache namespace ("t2/"), claim ids ("t2.") and glued values ("t2_")
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,

@@ -21,7 +21,7 @@ class ToyConfig(ExperimentConfig):
     val_fraction: float = param(0.2, "share of each domain's points held out for early stopping")
 
     NOTEBOOK: ClassVar[str] = "toy_experiments"
-    KEY: ClassVar[str] = "toy"  # its claims' ids and glued values start with it ("toy.", "toy_")
+    KEY: ClassVar[str] = "toy"  # its stage-cache namespace ("toy/"), claim ids ("toy.") and glued values ("toy_")
     SEED_DATA: ClassVar[str] = "one test grid for all seeds"
     MEASURED_ON: ClassVar[str] = "toy grid"
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {

@@ -104,7 +104,8 @@ class NotebookConfig:
     # Values that `None` fields take, per profile; each subclass fills this.
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {p: {} for p in PROFILES}
     NOTEBOOK: ClassVar[str] = ""
-    KEY: ClassVar[str] = ""  # an experiment page's short name: its claim ids and glue names start with it
+    # an experiment page's one short name: its stage-cache namespace and the start of its claim ids and glue names
+    KEY: ClassVar[str] = ""
     # Parameters restricted to a set of values (beyond `profile`), checked with the types.
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {}
     # What varies with the seed besides the initialisation (the ledger's spread says it), and what the page's claims

@@ -31,7 +31,6 @@ from . import range_tables
 from .range_tables import capped_stages, far_cause_words, far_seeds_words, stage1_seeds
 from .ranges import METHOD_KEYS, ORDER
 
-NAMESPACE = "mnist"
 # each claim's method under the paper's forms and under the released code's (the code's uniform: its logit
 # experts with equal weights)
 CODE_UNIFORM = "uniform (code experts)"
@@ -60,7 +59,7 @@ def task(cfg: MnistConfig, data: dict[str, Arrays], seed: int) -> tuple[TaskData
     starts = np.cumsum([0] + [len(y) for _, y in data.values()])
     ids = {part: torch.arange(s, s + len(y)) for (part, (_, y)), s in zip(data.items(), starts)}
     labels = {part: torch.from_numpy(y) for part, (_, y) in data.items()}
-    td = TaskData(NAMESPACE, ids, labels, {k: domain_of(v) for k, v in labels.items()},
+    td = TaskData(cfg.KEY, ids, labels, {k: domain_of(v) for k, v in labels.items()},
                   [str(c) for c in range(N_CLASSES)], DOMAIN_NAMES,
                   {"source": cfg.data_dir or "embedded", "split_seed": cfg.split_for(seed)}, domain_kind="domain")
     return td, ImageEncoder(to_tensor(images), resolve_device(cfg.device))

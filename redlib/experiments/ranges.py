@@ -62,7 +62,7 @@ def stage1_data(cfg: RangeTaskConfig, seed: int, setting: Setting) -> tuple[str,
     """What one stage-1 run of the page trains on: its cache namespace, sample frames, their key and domains (the
     page module's own `stage1_data` where it has one)."""
     own = getattr(page_module(cfg), "stage1_data", None)
-    return own(cfg, seed, setting) if own else (cfg.NAMESPACE, *frames(cfg, seed, setting), RANGES)
+    return own(cfg, seed, setting) if own else (cfg.KEY, *frames(cfg, seed, setting), RANGES)
 
 
 def seen_share(cfg: RangeTaskConfig, setting: Setting) -> float:
@@ -150,7 +150,7 @@ def run_on(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: 
 
 def run(cfg: RangeTaskConfig, seed: int, setting: Setting, bb: Backbone, store: Store) -> RangeRun:
     """A range task's every stage for one seed and setting (cached stages load)."""
-    return run_on(cfg, cfg.NAMESPACE, seed, setting, *frames(cfg, seed, setting), bb, store)
+    return run_on(cfg, cfg.KEY, seed, setting, *frames(cfg, seed, setting), bb, store)
 
 
 def evaluate(r: RangeRun, subsets: dict[str, np.ndarray] | None = None) -> dict[str, pd.DataFrame]:

@@ -16,7 +16,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from ..configs.mnist_label5 import MnistConfig
 from ..configs.robustness_and_cost import RobustnessConfig
+from ..configs.task1_addition import Task1Config
+from ..configs.task2_mixed import Task2Config
 from ..core.metrics import accuracy
 from ..core.runtime import derived_seed
 from ..core.store import Store, state_equal
@@ -29,7 +32,8 @@ from ..configs.ranges import Setting
 
 ROUTED = ("RED", "softmax MoE", "softmax MoE (RED's router)")  # methods whose gate the perturbations hit
 REFERENCE = ("uniform averaging", "global head")  # routing-free references
-TASKS = {"task1": "Task 1", "task2": "Task 2", "mnist": "MNIST"}
+T1, T2, MN = Task1Config.KEY, Task2Config.KEY, MnistConfig.KEY  # the source pages, by their keys
+TASKS = {T1: "Task 1", T2: "Task 2", MN: "MNIST"}
 
 
 @dataclass
@@ -47,7 +51,7 @@ def load(cfg: RobustnessConfig, task: str, seed: int, store: Store, bb: Backbone
          digits: dict | None = None) -> Loaded:
     """The run of one seed of a source page (Task 1 and Task 2 on the paper's iid split; cached stages load)."""
     src = cfg.sources()[task]
-    if task == "mnist":
+    if task == MN:
         data, enc = mnist_label5.task(src, digits if digits is not None else mnist_label5.load(src, seed), seed)
         return Loaded(task, src, run_red(src, data, enc, store, seed), enc)
     rr = ranges.run(src, seed, Setting(src.split), bb, store)
@@ -60,7 +64,7 @@ def train_sources(cfg: RobustnessConfig, store: Store, progress: bool = True) ->
     the source pages' extensions. Returns how many stages were computed."""
     from tqdm.auto import tqdm
 
-    bb = ranges.backbone(cfg.sources()["task1"])
+    bb = ranges.backbone(cfg.sources()[T1])
     for task in TASKS:
         for s in tqdm(cfg.seeds, desc=f"{TASKS[task]}: the runs this page reuses", disable=not progress):
             load(cfg, task, s, store, bb)

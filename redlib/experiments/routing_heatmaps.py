@@ -27,9 +27,8 @@ from ..red.encoders import digest
 from ..tasks import mnist
 from ..tasks import text_domains as td
 
-NAMESPACE = "routing"
 STAGE_VERSION = 1  # bump when a stage's training code changes, so old cache entries are not reused
-# The cache kinds of the routing stages ("routing/<kind>"), and what each holds (the Speed page names them).
+# The cache kinds of the routing stages ("ra/<kind>", under its KEY), and what each holds (the Speed page names them).
 STAGE_KINDS = {"code_expert": "routing: the pretrained code expert", "code_moe": "routing: the token MoE of experiment 1",
                "digit_expert": "routing: the pretrained 0-or-7 expert", "digit_moe": "routing: the gated MoE of experiment 2",
                "domain_expert": "routing: the pretrained domain experts",
@@ -89,7 +88,7 @@ def _fit_stage(cfg: RoutingHeatmapsConfig, model: nn.Module, kind: str, key: dic
     model.to(device)
     assert kind in STAGE_KINDS, kind
     full = {"stage": STAGE_VERSION, "train": asdict(tc), **key, **device_key(device)}
-    meta = store.module(f"{NAMESPACE}/{kind}", full, model, lambda m: _fit_meta(fit(m, loss, train, val, tc)))
+    meta = store.module(f"{cfg.KEY}/{kind}", full, model, lambda m: _fit_meta(fit(m, loss, train, val, tc)))
     return {**meta, "key": full}
 
 

@@ -36,8 +36,7 @@ from ..configs.step_decomposition import DecompositionConfig
 from . import ranges
 from .task2_mixed import spec_for
 
-NAMESPACE = "ops"
-# The cache kind of this page's own stage ("ops/<kind>"), and what it holds (the Speed page names it).
+# The cache kind of this page's own stage ("sd/<kind>", under its KEY), and what it holds (the Speed page names it).
 STAGE_KINDS = {"decomposer": "the step decomposer (a tagger over the backbone's token states)"}
 # the executor's routings: the book's name -> the registered method over the op experts
 ROUTINGS = {"RED": "RED", "softmax MoE": "softmax MoE", "AllFix (equal weights)": "uniform averaging",
@@ -49,7 +48,7 @@ Program = tuple[list[int], str]  # operands in slot order, operators of steps 1.
 def stage1_data(cfg: DecompositionConfig, seed: int, setting: Setting) -> tuple[str, dict[str, pd.DataFrame], dict,
                                                                            ranges.Domain]:
     """Stage 1 here trains on the op experts' single steps (`_ops_data`), not on the programs."""
-    return (NAMESPACE, *_ops_data(cfg, seed, setting), OPS_DOMAIN)
+    return (cfg.KEY, *_ops_data(cfg, seed, setting), OPS_DOMAIN)
 
 
 def op_frames(cfg: DecompositionConfig, seed: int, number_format: str) -> dict[str, pd.DataFrame]:
@@ -78,7 +77,7 @@ def train_ops(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbon
               lrs: dict[str, float] | None = None) -> ranges.RangeRun:
     """The op experts' pipeline run (cached stages load); its test part holds every possible step once."""
     frames, key = _ops_data(cfg, seed, setting)
-    return ranges.run_on(cfg, NAMESPACE, seed, setting, frames, key, bb, store, OPS_DOMAIN, lrs)
+    return ranges.run_on(cfg, cfg.KEY, seed, setting, frames, key, bb, store, OPS_DOMAIN, lrs)
 
 
 # the attribution's rates (stage 1, small stages): 1e-3 is where our earlier learning-rate grid put both, 1e-4 the paper's
@@ -228,9 +227,9 @@ def train_decomposer(cfg: DecompositionConfig, seed: int, frames: dict[str, pd.D
         res = fit(m, tagging_loss, *[(d["ids"], d["mask"], d["tags"]) for d in data.values()], tc)
         return {"best_epoch": res.best_epoch, "epochs_run": len(res.history)}
 
-    store.module(f"{NAMESPACE}/decomposer", {**key, "backbone": bb.identity, "train": asdict(tc),
-                                             "hidden": cfg.tagger_hidden, "tags": TAGS, "samples": n,
-                                             "init": "seeded"}, model, train)
+    store.module(f"{cfg.KEY}/decomposer", {**key, "backbone": bb.identity, "train": asdict(tc),
+                                           "hidden": cfg.tagger_hidden, "tags": TAGS, "samples": n,
+                                           "init": "seeded"}, model, train)
     return model.eval()
 
 

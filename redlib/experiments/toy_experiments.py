@@ -27,7 +27,7 @@ from ..models.experts import BasePlusResidual, LinearExpert, MLPExpert, ScaledEx
 DOMAINS: list[tuple[int, int]] = [(1, 20), (21, 40), (41, 60), (61, 80), (81, 100)]
 DOMAIN_NAMES = [f"D{i + 1} [{lo},{hi}]" for i, (lo, hi) in enumerate(DOMAINS)]
 STAGE_VERSION = 1  # bump when the training code of a toy stage changes, so old cache entries are not reused
-# The cache kinds of the toy stages ("toy/<kind>"), and what each holds (the Speed page names them).
+# The cache kinds of the toy stages ("toy/<kind>", under its KEY), and what each holds (the Speed page names them).
 STAGE_KINDS = {"linear_base": "toy: the shared linear base", "linear": "toy: linear experts",
                "mlp": "toy: MLP experts", "residual_exact": "toy: residual experts on the exact base",
                "residual_learned": "toy: residual experts on a learned base"}
@@ -96,7 +96,7 @@ def train_on(model: nn.Module, data: ToyData, cfg: ToyConfig, seed: int, store: 
         return {"best_epoch": res.best_epoch, "epochs_run": len(res.history), "best_val_loss": res.best_val_loss}
 
     assert kind in STAGE_KINDS, kind
-    return store.module(f"toy/{kind}", key, model, run)
+    return store.module(f"{cfg.KEY}/{kind}", key, model, run)
 
 
 def exact_base() -> LinearExpert:

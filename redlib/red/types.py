@@ -23,7 +23,7 @@ SPLITS = ("train", "val", "test")
 # bump when a stage's training code changes, so old cache entries are not reused (2: text batches cut to their
 # longest text, small stages on STAGE_THREADS)
 PIPELINE_VERSION = 2
-# The cache kinds of the pipeline's stages (under a task's namespace, e.g. "task1/router"), and what each holds.
+# The cache kinds of the pipeline's stages (under a task's namespace, e.g. "t1/router"), and what each holds.
 STAGE_KINDS = {
     "prefix": "frozen-prefix states (computed once)",
     "stage1": "stage 1: encoder top + global head",
@@ -106,7 +106,7 @@ def router_module(cfg: RedConfig, d: int, n_domains: int) -> Router:
 class TaskData:
     """What a task hands the pipeline: per split, each sample's item id, class and domain (all (N,) long tensors)."""
 
-    namespace: str  # the cache namespace of the task's stages, e.g. "task1"
+    namespace: str  # the cache namespace of the task's stages, e.g. "t1"
     ids: dict[str, Tensor]
     labels: dict[str, Tensor]
     domains: dict[str, Tensor]
