@@ -74,3 +74,17 @@ def test_a_metric_on_a_few_boundary_inputs_gets_the_subset_tolerance_and_no_more
     two = ref.assign(boundary_accuracy=6 / 19)
     assert compare_table(ref, two, "boundary.csv")[0].endswith(f"(more than {SUBSET_TOLERANCE} apart)")
     assert compare_table(ref, ref.assign(accuracy=0.5 + 0.05), "boundary.csv")  # the whole test set: 0.03
+
+
+def test_a_ratio_beyond_one_is_compared_with_the_tolerance_as_a_share_of_its_size():
+    """A ratio near 2.8 may move by 3% of itself (about 0.084), not by 0.05 more than that; shares stay absolute."""
+    from redlib.book.numbers import compare_claims
+
+    ref = {"ra.ratio": {"value": {"ratio": 2.8}}, "ra.share": {"value": 0.5}}
+
+    def moved(ratio: float, share: float) -> dict:
+        return {"ra.ratio": {"value": {"ratio": ratio}}, "ra.share": {"value": share}}
+
+    assert compare_claims(ref, moved(2.8 * (1 - 0.9 * TOLERANCE), 0.5)) == []
+    diffs = compare_claims(ref, moved(2.8 * (1 - 0.9 * TOLERANCE) - 0.05, 0.5 + 0.9 * TOLERANCE + 0.01))
+    assert len(diffs) == 2 and diffs[0].startswith("ra.ratio.value.ratio") and diffs[1].startswith("ra.share"), diffs
