@@ -33,3 +33,13 @@ def test_a_learning_rate_reads_as_a_rate_and_a_tiny_share_says_it_rounds_to_zero
                         caption="c").to_html()
     assert html.count("1e\u20114") == 3 and "1e\u20113" in html  # never "< 5e-4" for the paper's 1e-4
     assert html.count("&lt; 5e-4") == 1  # a share (accuracy) that rounds to zero still says so
+
+
+def test_a_column_of_perfect_accuracies_reads_as_shares_and_a_count_with_a_gap_as_integers():
+    """Accuracies that are all 1.0 print "1.000" beside "0.909" (not "1"); counts a missing value made floats stay
+    integers."""
+    df = pd.DataFrame({"R1": [1.0, 1.0], "R5": [0.909, 1.0], "sd": [0.0, 0.0], "runs": [3.0, float("nan")],
+                       "rank": [192.0, 96.0]})
+    html = plots.styled(df, caption="c", hide_index=True).to_html()
+    assert html.count(">1.000<") == 3 and ">0.909<" in html and ">1<" not in html
+    assert ">3<" in html and ">192<" in html and ">96<" in html and ">3.000<" not in html

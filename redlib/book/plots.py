@@ -217,8 +217,10 @@ def styled(df: pd.DataFrame, *, caption: str, precision: int = 3, hide_index: bo
     re-executions give identical HTML)."""
     df = relabel(df)
     uid = hashlib.md5((caption or "").encode() + df.to_csv().encode()).hexdigest()[:8]
+    # counts stored as floats (a column with a missing value, or whole numbers beyond 1): integers; whole numbers
+    # within [-1, 1] and nothing missing are shares (a domain every method gets right: "1.000", not "1")
     counts = [c for c in df.columns if pd.api.types.is_float_dtype(df[c]) and len(df[c].dropna())
-              and (df[c].dropna() % 1 == 0).all()]  # counts stored as floats (a column with a missing value): integers
+              and (df[c].dropna() % 1 == 0).all() and (df[c].isna().any() or df[c].abs().gt(1).any())]
     # shares and accuracies (a float column within [-1, 1]): one decimal convention, `precision` places ("1.000" and
     # "0.999", never "1.00" beside them); a non-zero that rounds to zero says so ("< 5e-4")
     rates = [c for c in df.columns if str(c) == "lr" or str(c).endswith((" lr", "learning rate"))]  # "1e-4", not "< 5e-4"
