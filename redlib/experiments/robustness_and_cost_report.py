@@ -178,7 +178,6 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
         add = t["added"][(t["added"]["task"] == task) & t["added"]["system"].str.startswith("first")]
         val = entry["value"]
         out |= {f"rb_{k}_lost_red": drops[(task, "RED")], f"rb_{k}_lost_moe": drops[(task, "softmax MoE")],
-                f"rb_{k}_lost_routed": drops[(task, ROUTED[2])],
                 f"rb_{k}_clean_global": clean[(task, "global head")], f"rb_{k}_clean_red": clean[(task, "RED")],
                 f"rb_{k}_strongest": "; ".join(f"{kind} RED {e[(kind, 'RED')]:.3f} vs MoE {e[(kind, 'softmax MoE')]:.3f}"
                                                for kind in perturbation.PERTURBATIONS),
@@ -209,7 +208,7 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
                                        ("Task 1", "Task 2")) if has_code_moe(t["no_residual"]) else "not run",
         "rb_paper_t1_drop": paper["abl.no_residual"]["paper"]["task1_drop"],
         "rb_paper_t2_drop": paper["abl.no_residual"]["paper"]["task2_drop"],
-        "rb_qwen_share": qwen["RED share of backbone"], "rb_here_share": here["RED share of backbone"],
+        "rb_qwen_share": qwen["RED share of backbone"],
         "rb_router_compute": here["router share of compute"], "rb_moe_ratio": qwen["MoE / RED expert parameters"],
         "rb_paper_formula": qwen[PAPER_FORMULA],
         "rb_peak": f"{peaks.max():.2f} GiB, {peaks.idxmax().replace('_', ' ')}" if len(peaks) else "not measured",
