@@ -156,6 +156,28 @@ for key in ("text_padding", "stage1_processes", "throughput"):
     show(page.levers[key])
 
 # %% [markdown]
+# **Stage 1 in bf16?** The paper trained its backbone stage in mixed precision. With `-p precision bf16` a page runs
+# stage 1's forward and backward passes under bf16 autocast (fp32 weights and AdamW; AMX units where the CPU has
+# them). Whether the published book does is decided by a rule fixed before the runs, on seed 0 of Task 1 and Task 2
+# (`make bench BENCH_ARGS="--precision DIR"`), and shown here whichever way it goes:
+
+# %% tags=["hide-input"]
+from redlib.bench import precision as stage1_precision
+
+comparison = stage1_precision.load(resolve_path(cfg.results_dir) / "bench" / "precision.json")
+display(Markdown(stage1_precision.sentence(comparison)))
+if comparison is not None:
+    show(speed.Table("precision_time", stage1_precision.time_table(comparison),
+                     "Stage 1 in fp32 and in bf16: what each run cost (seed 0, the claims' setting, each cold)"), 1)
+    moved = stage1_precision.claims_table(comparison)
+    results.table("precision_claims", moved)
+    display(plots.behind_click(plots.styled(moved, precision=4, hide_index=True,
+                                            caption="Every claim value of seed 0 in fp32 and in bf16, how far it "
+                                                    "moved and its bound (the larger of 0.01 and its sd over the "
+                                                    "published seeds)"),
+                               f"Every claim value under both precisions ({len(moved)} claims)"))
+
+# %% [markdown]
 # ## The test command
 #
 # `make test` as CI runs it (each recipe of its `unit` and `notebooks` targets, with an empty stage cache):

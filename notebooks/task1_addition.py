@@ -63,6 +63,7 @@ double_cap = None  # the convergence rule: a stage that reaches its epoch cap wi
 backbone_fraction = 0.1  # share of train used for the backbone stage (the finalized setup: 10%)
 backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 2, full 150)
 backbone_patience = None  # early-stopping patience of stage 1 (the paper: 3): enough that a plateau does not end it
+precision = "fp32"  # stage 1's arithmetic: "fp32" or "bf16" (bf16 autocast over the encoder's trainable blocks and the head, fp32 weights and AdamW; the paper trained its backbone stage in mixed precision)
 head_lr = 0.0001  # AdamW lr of every expert, router and residual (the paper: 1e-4)
 expert_hidden = 0  # hidden width of the classifier experts (0: the paper's linear expert d -> C)
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)

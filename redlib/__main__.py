@@ -108,6 +108,10 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
                        help="measure only the micro-benchmarks (the fp32 kernels' stage-1 GFLOP/s, the small "
                             "stages' steps/s per thread count, Task 2's padding, stage 1 side by side) and update "
                             "those entries of bench.json")
+    bench.add_argument("--precision", default=None, metavar="DIR",
+                       help="decide stage 1's precision by its rule: Task 1 and Task 2 on seed 0 under fp32 and bf16, "
+                            "each cold in its own stage cache under DIR (kept: a stopped comparison resumes), written "
+                            "to precision.json beside bench.json")
     bench.add_argument("--notebooks", default=None,
                        help="re-time only these notebooks (comma-separated), one cold pass per profile, and update "
                             "their entries in an existing bench.json")
@@ -197,11 +201,12 @@ def _sources(args: argparse.Namespace) -> None:
 
     cfg = RobustnessConfig.from_params(**params)
     cfg.preflight()
+    from .book.pages import stage1_precision
     from .core.store import Store
     from .experiments import robustness_and_cost
     from .speed import kernels
 
-    kernels.configure()
+    kernels.configure(stage1_precision(cfg))
     store = Store()
     computed = robustness_and_cost.train_sources(cfg, store, progress=args.progress)
     print(f"the sources of {args.notebook} (profile {cfg.profile}, seeds {cfg.seeds}) are in {store.root}: "

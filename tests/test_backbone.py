@@ -142,3 +142,40 @@ def test_the_kernel_path_follows_the_cpu_and_never_computes_in_bf16(mode):
         from redlib.speed.kernels import TOLERANCE_FACTOR
 
         assert rec["fast_rel_error"] <= TOLERANCE_FACTOR * max(rec["stock_rel_error"], 1e-7)
+
+
+def test_stage_one_in_bf16_lifts_the_cap_to_amx_for_the_page_and_its_workers():
+    """A process set up for bf16 caps oneDNN at AMX (its bf16 products may use it) and a child it starts (a worker)
+    keeps that cap; an fp32 page keeps the cap below AMX; a cap the reader set is never changed."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from redlib.speed.kernels import AMX_ISA, CAP_FOR, ONEDNN_ISA_CAP
+
+    env = {k: v for k, v in os.environ.items() if k not in ("ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", CAP_FOR)}
+    code = ("import json, os, subprocess, sys; from redlib.speed import kernels; rec = kernels.configure({p!r}); "
+            "child = subprocess.run([sys.executable, '-c', 'import json; from redlib.speed import kernels; "
+            "print(json.dumps(kernels.configure()))'], capture_output=True, text=True, check=True).stdout; "
+            "print(json.dumps([rec, json.loads(child)]))")
+
+    def records(precision, **extra):
+        out = subprocess.run([sys.executable, "-c", code.format(p=precision)], env={**env, **extra},
+                             capture_output=True, text=True, check=True).stdout
+        return json.loads(out)
+
+    page, worker = records("bf16")
+    assert page["onednn_isa_cap"] == worker["onednn_isa_cap"] == AMX_ISA and page["cap_for"] == "bf16"
+    assert kernels_fp32_accurate(page) and kernels_fp32_accurate(worker)
+    page, worker = records("fp32")
+    assert page["onednn_isa_cap"] == worker["onednn_isa_cap"] == ONEDNN_ISA_CAP
+    page, worker = records("bf16", ONEDNN_MAX_CPU_ISA="AVX2")
+    assert page["onednn_isa_cap"] == worker["onednn_isa_cap"] == "AVX2"
+
+
+def kernels_fp32_accurate(rec: dict) -> bool:
+    """Whichever path a record took, its fp32 products stayed fp32-accurate (an AMX-computed path is refused)."""
+    from redlib.speed.kernels import TOLERANCE_FACTOR
+
+    return rec["path"] == "stock" or rec["fast_rel_error"] <= TOLERANCE_FACTOR * max(rec["stock_rel_error"], 1e-7)

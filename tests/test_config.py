@@ -163,3 +163,22 @@ def test_a_pages_runs_read_in_reader_words():
 
     words = Task1Config.from_params(profile="full").runs_label()
     assert "pairs, digit-spaced numbers" in words and "digits;" not in words and not words.endswith("digits")
+
+
+def test_precision_is_stage_one_only_and_checked():
+    """Every page with a stage 1 takes `precision` (fp32 by default); it reaches stage 1's fit settings, never a small
+    stage's; another value is a one-line error naming the allowed ones."""
+    from redlib.configs.red import RedConfig, protocol_words
+
+    pages = [n for n in NOTEBOOKS if issubclass(config_for(n), RedConfig)]
+    assert set(pages) >= {"task1_addition", "task2_mixed", "step_decomposition", "mnist_label5"}
+    for name in pages:
+        cls = config_for(name)
+        assert cls.default("precision") == "fp32" and cls.CHOICES["precision"] == ("fp32", "bf16")
+        with pytest.raises(ParameterError, match="allowed: fp32, bf16"):
+            cls.validate({"precision": "fp16"})
+    cfg = config_for("task1_addition").from_params(profile="smoke", precision="bf16")
+    assert cfg.stage1_config(0, cfg.lr).precision == "bf16"
+    assert cfg.fit_config(0, "router").precision == "fp32"
+    assert "bf16 autocast" in protocol_words(cfg)
+    assert "bf16" not in protocol_words(config_for("task1_addition").from_params(profile="smoke"))

@@ -84,3 +84,25 @@ def test_the_convergence_rule_doubles_the_cap_until_patience_stops_the_fit():
 def test_a_fit_that_stops_by_patience_before_its_cap_keeps_its_cap():
     model, res = _slow_fit(10_000, double_cap=True)
     assert res.stopped_early and res.cap == 10_000 and len(res.history) < 10_000
+
+
+def test_bf16_fit_learns_with_fp32_weights_and_rejects_unknown_precision():
+    """Under bf16 autocast a small classifier still learns (well above chance), while its weights, their gradients'
+    target and AdamW's update stay fp32; an unknown precision is refused before any step."""
+    import pytest
+
+    torch.manual_seed(0)
+    x = torch.randn(512, 8)
+    y = (x[:, 0] + x[:, 1] > 0).long()
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 2))
+
+    def ce(m, batch):
+        return F.cross_entropy(m(batch[0]), batch[1])
+
+    cfg = TrainConfig(lr=0.01, weight_decay=0.0, batch_size=32, virtual_batch=32, max_epochs=20, patience=20,
+                      precision="bf16")
+    res = fit(model, ce, (x, y), (x, y), cfg)
+    assert all(p.dtype == torch.float32 for p in model.parameters())
+    assert (model(x).argmax(1) == y).float().mean() > 0.9 and res.best_val_loss < 0.3
+    with pytest.raises(ValueError, match="precision must be one of fp32, bf16"):
+        fit(model, ce, (x, y), (x, y), TrainConfig(precision="fp16"))

@@ -23,6 +23,8 @@ def main(args: argparse.Namespace) -> None:
         test_command(out)
     elif args.kernels:
         kernels(out)
+    elif args.precision:
+        precision(Path(args.precision), out)
     elif args.notebooks or args.publish:
         pages(args, out, profiles)
         readme(out)
@@ -83,6 +85,18 @@ def kernels(out: Path) -> None:
           + f"; fused AdamW: stage 1 {opt['stage1_speedup']:.2f}x, small stages {opt['small_speedup']:.2f}x foreach's; "
           + "stacked small stages: " + ", ".join(f"{r['kind']} at batch {r['batch']} {r['speedup']:.2f}x" for r in stk)
           + " separate fits)")
+
+
+def precision(root: Path, out: Path) -> None:
+    """--precision DIR: stage 1 in fp32 and in bf16 on the claims' seed 0, and the decision by its rule."""
+    from .precision import run_comparison
+
+    runner.writable_folder(root, "--precision")
+    runner.outside_published(root, "--precision", "name a folder outside them")
+    report = run_comparison(root, out)
+    inside = sum(r["within"] for r in report["claims"])
+    print(f"precision written: {out / 'precision.json'} ({inside} of {len(report['claims'])} claim values within "
+          f"their bound; the rule says {report['decision']})")
 
 
 def pages(args: argparse.Namespace, out: Path, profiles: list[str] | None) -> None:

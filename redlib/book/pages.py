@@ -16,8 +16,17 @@ def start(name: str, namespace: dict, store=None):
     cfg = config_for(name).from_namespace(namespace)
     cfg.preflight()
     cfg.require_results()
-    kernels.configure()
+    kernels.configure(stage1_precision(cfg))
     return cfg, Results(cfg, store=store)
+
+
+def stage1_precision(cfg) -> str | None:
+    """The precision of the stage 1 a page trains: its own `precision`, or that of the pages whose runs it reuses
+    (bf16 if any is), or None where it trains none."""
+    if hasattr(cfg, "precision"):
+        return cfg.precision
+    found = {c.precision for c in cfg.sources().values()} if hasattr(cfg, "sources") else set()
+    return "bf16" if "bf16" in found else "fp32" if found else None
 
 
 def start_range_task(name: str, namespace: dict, store):

@@ -35,7 +35,7 @@ class MnistConfig(RedConfig):
     KEY: ClassVar[str] = "mn"  # its stage-cache namespace ("mn/"), claim ids ("mn.") and glued values ("mn_")
     CODE_MOE: ClassVar[bool] = True
     BALANCED_BASE: ClassVar[bool] = True  # stage 1's rows: as many of each digit (the research code's base)
-    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {"judged_forms": FORMS}
+    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**RedConfig.CHOICES, "judged_forms": FORMS}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"double_cap": False, "n_seeds": 1, "max_epochs": 3, "backbone_epochs": 3, "backbone_patience": 3,
                   "extensions": []},

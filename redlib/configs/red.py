@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Mapping
 
 from ..core.claims import rate
 from ..core.config import MAX_EPOCHS, MAX_WIDTH, ExperimentConfig, ParameterError, param
-from ..core.settings import TrainConfig
+from ..core.settings import PRECISIONS, TrainConfig
 from ..tasks.mixed import parse_mix
 from .ranges import mix_words
 
@@ -28,6 +28,9 @@ class RedConfig(ExperimentConfig):
     backbone_epochs: int | None = param(None, "cap for stage 1 (the paper: 60)")
     backbone_patience: int | None = param(None, "early-stopping patience of stage 1 (the paper: 3): enough that a "
                                                 "plateau does not end it")
+    precision: str = param("fp32", "stage 1's arithmetic: {choices} (bf16 autocast over the encoder's trainable blocks "
+                                   "and the head, fp32 weights and AdamW; the paper trained its backbone stage in mixed "
+                                   "precision)")
     head_lr: float = param(1e-4, "AdamW lr of every expert, router and residual (the paper: 1e-4)")
     expert_hidden: int = param(0, "hidden width of the classifier experts (0: the paper's linear expert d -> C)")
     router_hidden: int = param(256, "hidden width of the two-layer router (the paper: 256)")
@@ -54,6 +57,9 @@ class RedConfig(ExperimentConfig):
             raise ParameterError(f"parameters 'expert_hidden' (0: a linear expert) must be >= 0 and 'router_hidden' >= 1, "
                                  f"got {self.expert_hidden} and {self.router_hidden}")
 
+    # the choice parameters every RED page has; a page's CHOICES adds its own to these
+    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {"precision": PRECISIONS}
+
     # the released code's MoE over its residual-trained logit experts, as an extra stage (the MNIST page's)
     CODE_MOE: ClassVar[bool] = False
     # stage 1's rows with as many of each class (the research code's MNIST base), else drawn at random (the paper's)
@@ -72,7 +78,7 @@ class RedConfig(ExperimentConfig):
     def stage1_config(self, seed: int, lr: float) -> TrainConfig:
         """Stage 1's fit settings: the shared knobs at `lr`, capped at `backbone_epochs`, with `backbone_patience`."""
         tc = self.fit_config(seed, "stage 1: encoder top + head", lr, self.backbone_epochs)
-        return replace(tc, patience=self.backbone_patience or self.patience)
+        return replace(tc, patience=self.backbone_patience or self.patience, precision=self.precision)
 
     def rank(self, d: int) -> int:
         """The residual rank r = d / rank_divisor (at least 1)."""
@@ -117,4 +123,5 @@ def protocol_words(cfg: RedConfig) -> str:
     caps = (f"a first cap of {cfg.backbone_epochs} epochs (stage 1) and {cfg.max_epochs} (the rest), doubled while a "
             "stage still improves at it, so that patience ends every stage" if cfg.double_cap
             else f"caps of {cfg.backbone_epochs} epochs (stage 1) and {cfg.max_epochs} (the rest)")
-    return f"{rates}, virtual batch {cfg.virtual_batch}, {experts}, {patience}, {caps}"
+    precision = ", stage 1 under bf16 autocast (fp32 weights and AdamW)" if cfg.precision == "bf16" else ""
+    return f"{rates}, virtual batch {cfg.virtual_batch}, {experts}, {patience}, {caps}{precision}"

@@ -26,7 +26,8 @@ class Task1Config(RangeTaskConfig, RedConfig):
     NOTEBOOK: ClassVar[str] = "task1_addition"
     KEY: ClassVar[str] = "t1"  # its stage-cache namespace ("t1/"), claim ids ("t1.") and glued values ("t1_")
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
-    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**range_choices(("iid", "pairs")), "data_source": DATA_SOURCES}
+    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**RedConfig.CHOICES, **range_choices(("iid", "pairs")),
+                                                       "data_source": DATA_SOURCES}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
                   "backbone_patience": 3, "split_seeds": 1, "extensions": ["pairs", "digits:pairs"]},

@@ -22,7 +22,7 @@ class MixedTaskConfig:
     n_phrasings: int = param(len(PHRASINGS), 'phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you '
                                              'subtract b from a ..."')
 
-    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = range_choices(("iid", "isolated"))
+    CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**RedConfig.CHOICES, **range_choices(("iid", "isolated"))}
 
     def check(self) -> None:
         super().check()

@@ -29,6 +29,10 @@ class TrainSettings:
 ADAMW = "fused"
 ADAMW_KINDS = ("fused", "foreach")
 
+# a fit's arithmetic: "fp32", or "bf16" (its forward and backward under bf16 autocast; fp32 master weights, AdamW
+# state and update). Only stage 1 offers the choice (the paper trained its backbone stage in mixed precision).
+PRECISIONS = ("fp32", "bf16")
+
 
 @dataclass
 class TrainConfig(TrainSettings):
@@ -40,6 +44,7 @@ class TrainConfig(TrainSettings):
     desc: str = "train"
     optimizer: str = ADAMW
     double_cap: bool = False  # the convergence rule: a fit that reaches its cap trains on with the cap doubled
+    precision: str = "fp32"  # one of PRECISIONS
 
 
 # the convergence rule never doubles a cap past this (a fit still improving there ends with `stopped_early` False)

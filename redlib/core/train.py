@@ -12,7 +12,7 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from .runtime import generator
-from .settings import ADAMW, ADAMW_KINDS, CAP_LIMIT, TrainConfig, progress_enabled
+from .settings import ADAMW, ADAMW_KINDS, CAP_LIMIT, PRECISIONS, TrainConfig, progress_enabled
 
 Batch = Sequence[Tensor]
 LossFn = Callable[[nn.Module, Batch], Tensor]
@@ -36,6 +36,16 @@ class FitResult:
     best_val_loss: float = math.inf
     stopped_early: bool = False
     cap: int = 0  # the epoch cap it ended under: the config's, or that cap doubled as often as the rule asked
+
+
+def autocast(model: nn.Module, precision: str) -> torch.autocast:
+    """The context a fit's forward passes run in: bf16 autocast on the model's device for "bf16" (its products in
+    bf16, its weights and reductions in fp32), else a no-op."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    device = _device_of(model)
+    return torch.autocast(device.type if device is not None else "cpu", dtype=torch.bfloat16,
+                          enabled=precision == "bf16")
 
 
 def next_cap(epochs_run: int, cap: int, cfg: TrainConfig) -> int:
@@ -62,19 +72,23 @@ def _device_of(model: nn.Module) -> torch.device | None:
 
 
 @torch.no_grad()
-def evaluate_loss(model: nn.Module, loss_fn: LossFn, data: Batch, batch_size: int = 1024) -> float:
-    """Mean loss of `model` over `data`, in eval mode, weighted by batch size."""
+def evaluate_loss(model: nn.Module, loss_fn: LossFn, data: Batch, batch_size: int = 1024,
+                  precision: str = "fp32") -> float:
+    """Mean loss of `model` over `data`, in eval mode, weighted by batch size (forward in `precision`)."""
     model.eval()
     total, n = 0.0, 0
     for batch in _batches(data, batch_size, device=_device_of(model)):
         k = len(batch[0])
-        total += float(loss_fn(model, batch)) * k
+        with autocast(model, precision):
+            loss = loss_fn(model, batch)
+        total += float(loss) * k
         n += k
     return total / max(n, 1)
 
 
 def fit(model: nn.Module, loss_fn: LossFn, train: Batch, val: Batch, cfg: TrainConfig) -> FitResult:
-    """Train the parameters of `model` that require grad; keep the state with the lowest validation loss."""
+    """Train the parameters of `model` that require grad; keep the state with the lowest validation loss (forward
+    passes, validation's too, in `cfg.precision`; weights and AdamW in fp32)."""
     if cfg.virtual_batch % cfg.batch_size:
         raise ValueError(f"virtual_batch ({cfg.virtual_batch}) must be a multiple of batch_size ({cfg.batch_size})")
     accum = cfg.virtual_batch // cfg.batch_size
@@ -97,14 +111,15 @@ def fit(model: nn.Module, loss_fn: LossFn, train: Batch, val: Batch, cfg: TrainC
         for i, batch in enumerate(_batches(train, cfg.batch_size, order, _device_of(model))):
             # the last group of an epoch may be short: scale by its real size
             group = min(accum, n_batches - (i // accum) * accum)
-            loss = loss_fn(model, batch)
+            with autocast(model, cfg.precision):
+                loss = loss_fn(model, batch)
             (loss / group).backward()
             running += loss.item()
             steps += 1
             if (i + 1) % accum == 0 or i + 1 == n_batches:
                 opt.step()
                 opt.zero_grad(set_to_none=True)
-        val_loss = evaluate_loss(model, loss_fn, val)
+        val_loss = evaluate_loss(model, loss_fn, val, precision=cfg.precision)
         result.history.append({"epoch": epoch, "train_loss": running / max(steps, 1), "val_loss": val_loss})
         bar.set_postfix(val=f"{val_loss:.3g}", refresh=False)
         if val_loss < result.best_val_loss - cfg.min_delta:

@@ -13,12 +13,17 @@ float64 as closely as the stock kernels' does; otherwise the stock kernels stay.
 way: only which kernels run it changes, and every process of a run (page kernel and workers) takes the same
 decision, so workers stay bit-identical to a serial run. `REDLIB_MATMUL=stock` forces the stock kernels; `fast`
 asks for the oneDNN path on any CPU (still behind the self-check).
+
+A page whose stage 1 trains under bf16 autocast (`precision bf16`) wants AMX for its bf16 products (on a 2-core Xeon
+a 384 -> 1536 -> 384 block's step ran about 2x faster than in fp32 with AMX, and slower than fp32 without it), so its
+processes lift the cap to AMX instead. Its fp32 products keep their kernels: MKL's on Intel (where the cap has no
+say), and on a CPU with AMX the oneDNN fp32 path is then refused by the self-check. The cap is set once per page, by
+its first step, and the page's workers inherit it.
 """
 
 from __future__ import annotations
 
 import os
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +31,8 @@ import torch
 
 MODES = ("auto", "stock", "fast")
 ONEDNN_ISA_CAP = "AVX512_CORE_BF16"  # below AMX, whose units would compute the oneDNN fp32 path in bf16
+AMX_ISA = "AVX512_CORE_AMX"  # the cap of a process that trains stage 1 in bf16: its bf16 products may use AMX
+CAP_FOR = "REDLIB_ONEDNN_CAP_FOR"  # the precision a redlib process set the cap for (inherited by its workers)
 # the fast path must agree with float64 within this factor of the stock kernels' own error (both are about 5e-7)
 TOLERANCE_FACTOR = 4.0
 
@@ -67,28 +74,43 @@ def mode() -> str:
     return chosen
 
 
-def environment() -> None:
+def environment(precision: str | None = None) -> None:
     """This process's environment defaults, set by `configure` before any product runs (a value the reader set
-    wins): oneDNN's instruction set capped below AMX, and cuBLAS's deterministic workspace on a GPU (read when cuBLAS
+    wins): oneDNN's instruction set capped below AMX (at AMX for a `precision` of "bf16"; None keeps the precision a
+    parent redlib process set the cap for, else fp32), and cuBLAS's deterministic workspace on a GPU (read when cuBLAS
     starts)."""
-    if not (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")):
-        os.environ["ONEDNN_MAX_CPU_ISA"] = ONEDNN_ISA_CAP
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    inherited = os.environ.get(CAP_FOR)
+    if (os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA")) and not inherited:
+        return  # the reader's own cap
+    precision = precision or inherited or "fp32"
+    os.environ["ONEDNN_MAX_CPU_ISA"] = AMX_ISA if precision == "bf16" else ONEDNN_ISA_CAP
+    os.environ[CAP_FOR] = precision
 
 
-@cache
-def configure() -> dict[str, Any]:
-    """This process's set-up, once: its environment defaults (`environment`), then its fp32 matmul kernels; returns
-    what was chosen and why, for provenance. Every entry point calls it (a page's first step, the pipeline's stages,
-    each worker) before it trains; nothing is set when redlib is imported."""
-    environment()
+_RECORD: dict[str, Any] = {}
+
+
+def configure(precision: str | None = None) -> dict[str, Any]:
+    """This process's set-up, once: its environment defaults (`environment`, for stage 1's `precision` where the
+    caller knows it), then its fp32 matmul kernels; returns what was chosen and why, for provenance. Every entry point
+    calls it (a page's first step, the pipeline's stages, each worker) before it trains; nothing is set when redlib
+    is imported. Later calls return the first call's record (oneDNN read its cap at its first product)."""
+    if not _RECORD:
+        environment(precision)
+        _RECORD.update(_choose())
+    return _RECORD
+
+
+def _choose() -> dict[str, Any]:
+    """The fp32 matmul kernels this process takes, and why."""
     wanted_mode = mode()
     vendor, isa = cpu_vendor(), torch.backends.cpu.get_cpu_capability()
     cap = os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA") or "none"
     set_onednn(False)
     stock_err = _relative_error()
     record = {"path": "stock", "vendor": vendor, "isa": isa, "mode": wanted_mode, "onednn_isa_cap": cap,
-              "stock_rel_error": stock_err}
+              "stock_rel_error": stock_err, "cap_for": os.environ.get(CAP_FOR, "the reader's cap")}
     wanted = wanted_mode == "fast" or (wanted_mode == "auto" and vendor == "AuthenticAMD" and isa.startswith("AVX512"))
     if not wanted:
         reason = "forced" if wanted_mode == "stock" else f"{vendor}: MKL runs its own {isa} path"
@@ -110,5 +132,6 @@ def configure() -> dict[str, Any]:
 
 
 def describe(record: dict[str, Any]) -> str:
-    """One line for a provenance box: which kernels ran the fp32 matrix multiplies."""
-    return f"fp32 matmul: {record['why']}"
+    """One line for a provenance box: which kernels ran the fp32 matrix multiplies (and the bf16 ones' cap)."""
+    amx = "; bf16 products may use AMX (stage 1 in bf16)" if record.get("onednn_isa_cap") == AMX_ISA else ""
+    return f"fp32 matmul: {record['why']}{amx}"
