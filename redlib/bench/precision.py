@@ -49,6 +49,7 @@ def run_arm(root: Path, page: str, precision: str) -> dict[str, Any]:
         entry = json.loads(entry_file.read_text())
         if entry.get("git_commit") == git_commit():
             return entry
+    where.mkdir(parents=True, exist_ok=True)
     cache = where / "cache"
     before = sum(1 for _ in cache.rglob("*.safetensors")) if cache.is_dir() else 0
     env = {**os.environ, "REDLIB_CACHE": str(cache), "REDLIB_PROGRESS": "0"}
