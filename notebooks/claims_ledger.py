@@ -25,7 +25,9 @@
 # - **order**: holds when every compared pair is decided the claimed way by paired seeds: the mean
 #   per-seed difference must exceed its sample standard deviation by at least 0.01, a minimum effect fixed
 #   before any run; a smaller difference is a **tie** (partly), one decided the other way does not hold.
-#   Orders measured without paired scores hold in every seed, or partly in some seeds or the mean;
+#   A tie whose two sides both score 0.995 or above cannot show an order either way: an order whose only
+#   ties are such is **untestable here**, whatever its decided pairs say. Orders measured without paired
+#   scores hold in every seed, or partly in some seeds or the mean;
 # - **bound**: holds when every seed lies inside the stated range; partly when some do. "The only method
 #   above 0.80 in every range" also needs every other method's lowest range below 0.80.
 #

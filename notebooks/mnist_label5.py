@@ -35,9 +35,9 @@
 # :::{admonition} The answer
 # :class: tip
 # RED reaches {glue:text}`mn_red` and the softmax MoE {glue:text}`mn_moe` (mean ± sd over
-# seeds; the research code on 60k digits: {glue:text}`mn_paper_red` and {glue:text}`mn_paper_moe`):
-# `mn.red.acc` **{glue:text}`mn_v_mn_red_acc`**, `mn.moe.acc` **{glue:text}`mn_v_mn_moe_acc`**, on
-# {glue:text}`mn_n_train` training digits. A seed whose stage 1 stopped far from the others:
+# seeds) on {glue:text}`mn_n_train` training digits, where the research code reports {glue:text}`mn_paper_red`
+# and {glue:text}`mn_paper_moe` on 60k. By the ledger's rule, its RED accuracy claim: **{glue:text}`mn_v_mn_red_acc`**;
+# its MoE accuracy claim: **{glue:text}`mn_v_mn_moe_acc`**. A seed whose stage 1 stopped far from the others:
 # {glue:text}`mn_stage1_far`.
 # :::
 
@@ -57,7 +57,7 @@ double_cap = None  # the convergence rule: a stage that reaches its epoch cap wi
 backbone_fraction = 0.1  # share of train, balanced by label, used for stage 1 (the research code: 10%)
 backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 3, full 150)
 backbone_patience = None  # early-stopping patience of stage 1 (the paper: 3): enough that a plateau does not end it
-precision = "fp32"  # stage 1's arithmetic: "fp32" or "bf16" (bf16 autocast over the encoder's trainable blocks and the head, fp32 weights and AdamW; the paper trained its backbone stage in mixed precision)
+precision = None  # stage 1's arithmetic: "fp32" or "bf16" (bf16 autocast over the encoder's trainable blocks and the head, fp32 weights and AdamW; the paper trained its backbone stage in mixed precision; the published default decided by `bench --precision`'s rule); None: the profile's value (smoke "fp32", full "fp32")
 head_lr = 0.001  # AdamW lr of every expert, router and residual (the research code: 1e-3)
 expert_hidden = 0  # hidden width of the classifier experts (0: the paper's linear expert d -> C)
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)

@@ -45,7 +45,7 @@
 # :class: tip
 # Under routing noise RED loses {glue:text}`rb_t1_lost_red:.3f` of Task 1's accuracy and
 # the softmax MoE {glue:text}`rb_t1_lost_moe:.3f` (MNIST: {glue:text}`rb_mn_lost_red:.3f` against
-# {glue:text}`rb_mn_lost_moe:.3f`): the claim that RED degrades more gracefully
+# {glue:text}`rb_mn_lost_moe:.3f`); the claim that RED degrades more gracefully, by the ledger's rule:
 # **{glue:text}`rb_v_rob_routing_noise`**. {glue:text}`rb_misrouting`
 # :::
 
@@ -266,10 +266,10 @@ glue_values(rr.found(cfg, t, ledger.verdicts(results.claims)))
 # - **At the strongest setting** of each perturbation, Task 1: {glue:text}`rb_t1_strongest` (global head
 #   {glue:text}`rb_t1_strongest_global:.3f`); MNIST: {glue:text}`rb_mn_strongest` (global head
 #   {glue:text}`rb_mn_strongest_global:.3f`).
-# - **Modularity on MNIST** (extension): removal {glue:text}`rb_mn_removal` (MoE
-#   {glue:text}`rb_mn_moe_removal`), replacement {glue:text}`rb_mn_replacement` (MoE
-#   {glue:text}`rb_mn_moe_replacement`), without the last expert {glue:text}`rb_mn_without_last:.3f`, added
-#   later within {glue:text}`rb_mn_addition` of all at once (bit-identical weights: {glue:text}`rb_mn_identical`).
+# - **Modularity on MNIST** (extension): removing an expert moves the other domains {glue:text}`rb_mn_removal`
+#   (the MoE's: {glue:text}`rb_mn_moe_removal`), replacing one {glue:text}`rb_mn_replacement` (the MoE's:
+#   {glue:text}`rb_mn_moe_replacement`); without the last expert {glue:text}`rb_mn_without_last:.3f`; added later,
+#   the system moves from all at once {glue:text}`rb_mn_addition` (bit-identical weights: {glue:text}`rb_mn_identical`).
 #   Task 1's: without the last expert {glue:text}`rb_t1_without_last:.3f`, bit-identical weights
 #   {glue:text}`rb_t1_identical`.
 # - **The released code's MoE form** (a gate over logit experts): the no-residual drop is
@@ -291,10 +291,10 @@ glue_values(rr.found(cfg, t, ledger.verdicts(results.claims)))
 #   **{glue:text}`rb_v_rob_routing_noise`** (Task 1).
 # - **Range-boundary sums** (Task 1): RED {glue:text}`rb_boundary_red:.3f`, softmax MoE
 #   {glue:text}`rb_boundary_moe:.3f`; `rob.boundary` **{glue:text}`rb_v_rob_boundary`**.
-# - **Modularity** (Task 1): removing an expert moves the other domains by at most
-#   {glue:text}`rb_t1_removal` (MoE {glue:text}`rb_t1_moe_removal`), replacing one by at most
-#   {glue:text}`rb_t1_replacement`; adding one later gives a system within {glue:text}`rb_t1_addition`
-#   of all at once. The plug-in claim (within {glue:text}`rb_stable_tol`) **{glue:text}`rb_t1_plug_in`** on
+# - **Modularity** (Task 1): removing an expert moves RED's accuracy on the other domains
+#   {glue:text}`rb_t1_removal` (the MoE's: {glue:text}`rb_t1_moe_removal`), replacing one
+#   {glue:text}`rb_t1_replacement`; adding one later moves it from the all-at-once system's
+#   {glue:text}`rb_t1_addition`. The plug-in claim (within {glue:text}`rb_stable_tol`) **{glue:text}`rb_t1_plug_in`** on
 #   Task 1, **{glue:text}`rb_mn_plug_in`** on MNIST (extension, where there is headroom).
 # - **Rank ablation** (RED, iid, {glue:text}`rb_train_seeds`): {glue:text}`rb_rank` (paper:
 #   {glue:text}`rb_paper_rank`), **{glue:text}`rb_v_abl_rank`**.

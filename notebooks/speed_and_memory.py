@@ -34,18 +34,7 @@ from redlib.core.paths import resolve_path
 
 cfg, results = pages.start("speed_and_memory", globals())
 page = speed.speed_page(resolve_path(cfg.results_dir) / "bench" / "bench.json", cfg.profile, cfg.results_dir)
-
-
-def show(table, precision: int = 3, styler=None) -> None:
-    """Keep a table (a `speed.Table` or a lever) for results/ and show it, or the line saying why it is missing."""
-    if table is not None and table.data is None:
-        display(Markdown(table.caption))
-    elif table is not None:
-        results.table(table.name, table.data)
-        sty = plots.styled(table.data, precision=precision, hide_index=True, caption=table.caption)
-        display(styler(sty) if styler else sty)
-
-
+show = speed.shower(results)  # keep a table in the results and show it, or the line saying why it is missing
 glue_values(speed.found(page))
 display(Markdown(speed.machine_line(page)))
 
@@ -86,8 +75,10 @@ plots.styled(route_costs(page.path), caption="The routes to this book and their 
 # Each notebook executed by papermill from an empty stage cache (a page that builds on others' stages starts from
 # theirs), then the strict HTML build. A page's peak memory is its kernel and workers together, sampled every
 # 0.25 s. A page is re-timed alone after it changes (`make bench BENCH_ARGS="--notebooks NAME"`): `commit` says
-# which code each time measured, and the cold book is the sum of the pages' last times. A time is today's where both
-# last columns say yes: today's parameters, and the claims of the published page.
+# which code each time measured. A time is today's where both last columns say yes: today's parameters, and the
+# claims of the published page. The cold book is never the sum of these times: it is one pass of every page and the
+# build from an empty stage cache, at one commit on one machine (`make bench BENCH_ARGS="--publish --cache DIR"`,
+# which also re-publishes the book; a pass a session's end stopped resumes from DIR, and its segments add up).
 
 # %% tags=["hide-input"]
 if len(page.notebooks):
@@ -107,12 +98,10 @@ display(Markdown(line))
 show(by_kind, precision=1)
 
 # %% [markdown]
-# **An estimate, not a timing.** Where a cold timing did not run today's profile and code, the published run still
-# tells what its stages cost: the stage cache records each stage's seconds, so a page's training takes between "all
-# busy" (every process training all the time) and "stage 1 apart" (stage 1's seconds, then the rest shared by the
-# workers). `robustness_and_cost` reuses the stages of the pages it builds on, so the book's sum leaves it out. The
-# "longest stage" column says what the protocol costs: a stage trains until patience stops it, so a slow rate shows
-# as a stage of hundreds or thousands of epochs.
+# **An estimate, not a timing.** The stage cache records each stage's seconds, so a published page's training takes
+# between "all busy" (every process training all the time) and "stage 1 apart" (stage 1's seconds, then the rest
+# shared by the workers). `robustness_and_cost` reuses the stages of the pages it builds on. The "longest stage"
+# column says what the protocol costs: a stage trains until patience stops it, at hundreds or thousands of epochs.
 
 # %% tags=["hide-input"]
 show(speed.Table("cold_estimates", page.estimates,
@@ -156,26 +145,19 @@ for key in ("text_padding", "stage1_processes", "throughput"):
     show(page.levers[key])
 
 # %% [markdown]
-# **Stage 1 in bf16?** The paper trained its backbone stage in mixed precision. With `-p precision bf16` a page runs
-# stage 1's forward and backward passes under bf16 autocast (fp32 weights and AdamW; AMX units where the CPU has
-# them). Whether the published book does is decided by a rule fixed before the runs, on seed 0 of Task 1 and Task 2
-# (`make bench BENCH_ARGS="--precision DIR"`), and shown here whichever way it goes:
+# **Stage 1 in bf16?** The paper trained its backbone stage in mixed precision; `-p precision bf16` runs stage 1
+# under bf16 autocast (fp32 weights and AdamW, AMX units where the CPU has them). A rule fixed before the runs
+# decides the published default (`make bench BENCH_ARGS="--precision DIR"`); the comparison, whichever way it went:
 
 # %% tags=["hide-input"]
 from redlib.bench import precision as stage1_precision
 
 comparison = stage1_precision.load(resolve_path(cfg.results_dir) / "bench" / "precision.json")
 display(Markdown(stage1_precision.sentence(comparison)))
-if comparison is not None:
-    show(speed.Table("precision_time", stage1_precision.time_table(comparison),
-                     "Stage 1 in fp32 and in bf16: what each run cost (seed 0, the claims' setting, each cold)"), 1)
-    moved = stage1_precision.claims_table(comparison)
-    results.table("precision_claims", moved)
-    display(plots.behind_click(plots.styled(moved, precision=4, hide_index=True,
-                                            caption="Every claim value of seed 0 in fp32 and in bf16, how far it "
-                                                    "moved and its bound (the larger of 0.01 and its sd over the "
-                                                    "published seeds)"),
-                               f"Every claim value under both precisions ({len(moved)} claims)"))
+show(stage1_precision.time_table(comparison), 1)
+
+# %% tags=["hide-input", "hide-output"]
+show(stage1_precision.claims_table(comparison), 4)
 
 # %% [markdown]
 # ## The test command
@@ -190,11 +172,9 @@ show(steps, precision=1) if steps else display(Markdown("This bench run did not 
 # ## The machine
 #
 # Each run picks its matrix-multiply kernels once, by CPU vendor, after checking a small product against float64
-# (`redlib/speed/kernels.py`): on AMD, oneDNN's AVX-512 kernels; on Intel, MKL's own. Stage 1's speed is set against
-# a large fp32 product on the same threads (the most these cores reach), then one stage-1 step is profiled by phase
-# and operator group, AdamW's fused update is set against the per-tensor one (every stage uses the fused), and a
-# cProfile of one Task 1 run lists where Python spends its time. Last, every recorded full bench run side by side.
-# These tables open with a click.
+# (`redlib/speed/kernels.py`): on AMD oneDNN's AVX-512 kernels, on Intel MKL's own. With a click: stage 1's speed
+# against a large fp32 product on the same threads, one stage-1 step profiled by phase and operator group, fused
+# AdamW against the per-tensor one, a cProfile of one Task 1 run, and every recorded full bench run side by side.
 
 # %% tags=["hide-input", "hide-output"]
 for key in ("kernels", "stage1_profile", "optimizer"):
@@ -207,8 +187,8 @@ show(speed.history_table(page), precision=2)
 #
 # - **Targets**: {glue:text}`sp_met` of {glue:text}`sp_judged` met on this machine. Missed, each with its cause in
 #   the targets table: {glue:md}`sp_missed`.
-# - **The cold book**: {glue:text}`sp_book`, against the 90-minute budget. Timed before today's profile:
-#   {glue:md}`sp_stale`.
+# - **The cold book**: {glue:text}`sp_book`, against the book's budget of {glue:text}`sp_budget` min. Timed before
+#   today's profile: {glue:md}`sp_stale`.
 # - **Where the time goes**: {glue:md}`sp_where`.
 # - **The levers**: stacked experts run at {glue:text}`sp_stacked` their separate fits' speed; one thread per worker
 #   {glue:text}`sp_stage_threads` as fast as two; cutting the padding {glue:text}`sp_padding`; two stage-1 runs side

@@ -41,9 +41,9 @@
 # :class: tip
 # Given the true programs, RED executes {glue:text}`sd_true_red:.3f` of them (paper
 # {glue:text}`sd_paper_red`), the softmax MoE {glue:text}`sd_true_moe:.3f` ({glue:text}`sd_paper_moe`) and
-# AllFix {glue:text}`sd_true_allfix:.3f` ({glue:text}`sd_paper_allfix`); the ordering claim
-# **{glue:text}`sd_v_sd_order`**. Every stage trains at the paper's rate, {glue:text}`sd_head_lr`, until patience stops it.
-# What moves execution, from the 2x2 of stage 1's and the small stages' rates on one seed (below):
+# AllFix {glue:text}`sd_true_allfix:.3f` ({glue:text}`sd_paper_allfix`); the ordering claim, by the ledger's
+# rule: **{glue:text}`sd_v_sd_order`**. Every stage trains at the paper's rate, {glue:text}`sd_head_lr`,
+# until patience stops it. What moves execution, from the 2x2 of stage 1's and the small stages' rates on one seed (below):
 # {glue:text}`sd_attribution`.
 # :::
 
@@ -63,7 +63,7 @@ double_cap = None  # the convergence rule: a stage that reaches its epoch cap wi
 backbone_fraction = 0.1  # share of train used for the backbone stage (the finalized setup: 10%)
 backbone_epochs = None  # cap for stage 1 (the paper: 60); None: the profile's value (smoke 2, full 150)
 backbone_patience = None  # early-stopping patience of stage 1 (the paper: 3): enough that a plateau does not end it
-precision = "fp32"  # stage 1's arithmetic: "fp32" or "bf16" (bf16 autocast over the encoder's trainable blocks and the head, fp32 weights and AdamW; the paper trained its backbone stage in mixed precision)
+precision = None  # stage 1's arithmetic: "fp32" or "bf16" (bf16 autocast over the encoder's trainable blocks and the head, fp32 weights and AdamW; the paper trained its backbone stage in mixed precision; the published default decided by `bench --precision`'s rule); None: the profile's value (smoke "fp32", full "bf16")
 head_lr = 0.0001  # AdamW lr of every expert, router and residual (the paper: 1e-4)
 expert_hidden = 0  # hidden width of the classifier experts (0: the paper's linear expert d -> C)
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
@@ -77,6 +77,7 @@ number_format = "whole"  # "whole" ("57", the paper's template) or "digits" ("5 
 dataset_size = None  # train/val/test sizes: "final" 64k/8k/8k (the paper's final setup, 4.5.6), "first" 20k/2.5k/2.5k (4.2.2) or "tiny" 2k/250/250; None: the profile's value (smoke "tiny", full "final")
 extension_seeds = 1  # seeds each extension setting runs (the claims' setting runs n_seeds)
 split_seeds = None  # seeds the other split runs, with the claims' number format (an extension where the split leaves room to rank the methods); None: the profile's value (smoke 1, full 1)
+variant_seeds = 1  # seeds (the first ones) on which the variant methods train: the released code's logit experts and their MoE gate, joint stage 4, the global head on all of train; labelled extensions no verdict reads (0: none)
 step_mix = "2:0.2,3:0.4,4:0.4"  # share of programs per number of steps (the paper's decomposer data: 20/40/40%)
 n_phrasings = 4  # phrasings used: "What is ...?", bare, "Compute ..., then ...", "If you subtract b from a ..."
 op_samples = None  # single-step training samples per operation (the paper: 20k); None: the profile's value (smoke 1000, full 20000)
@@ -107,7 +108,7 @@ results.tables.update(t)  # written as CSV files by pages.end
 # ## The op experts on single steps
 #
 # Every possible step once (the test part of the op experts' data): accuracy of each method, mean
-# over seeds.
+# over seeds (the variant methods' over the first seed, the only one they train on).
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
@@ -115,9 +116,10 @@ plots.styled(t["op_experts"].groupby(["run", "method"], sort=False)[["accuracy",
              caption="Op experts on single steps: accuracy and macro-F1, mean over seeds")
 
 # %% [markdown]
-# Every stage (stage 1, the classifier experts, RED's residuals, the code's experts, router, gates,
-# stage 4) trains at the paper's rate, 1e-4, with patience 10; a stage that reaches its cap trains on
-# under the cap doubled until patience stops it. Every seed's stage 1, then the epochs run and best
+# Every stage (stage 1, the classifier experts, RED's residuals, router, gate, and on the first seed
+# the variants: the code's experts and gate, stage 4) trains at the paper's rate, 1e-4, with patience
+# 10; a stage that reaches its cap trains on under the cap doubled until patience stops it. Every
+# seed's stage 1, then the epochs run and best
 # epoch of each op-expert stage (click to show):
 
 # %% tags=["hide-input", "hide-output"]

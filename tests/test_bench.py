@@ -79,13 +79,29 @@ def test_retiming_one_page_updates_only_its_entry_and_fills_the_given_cache(tmp_
     assert table.loc[("smoke", "toy_experiments"), bench_report.CURRENT] == "yes"
 
 
-def test_publishing_bench_times_the_published_run_itself(tmp_path):
+def test_the_publishing_pass_times_the_published_runs_and_resumes_as_one_pass(tmp_path, monkeypatch):
+    """`--publish` is the book's one cold pass: each page's timed run is the one results/ now holds, the pass is
+    recorded (commit, machine, segments, pages done, the build) in the cache folder and in bench.json, and the same
+    call again resumes it (a second segment, nothing run twice). A one-page book and a stand-in build keep it short."""
+    from redlib.bench import cold_pass
+    from redlib.bench import run as bench_run
+
     run_bench(tmp_path, smoke=True, notebooks=["reproduce"])
-    update_pages(tmp_path, "smoke", ["toy_experiments"], tmp_path / "cold-cache", publish=True)
-    toy = json.loads((tmp_path / "bench.json").read_text())["notebooks"]["smoke"]["per_notebook"]["toy_experiments"]
+    monkeypatch.setattr(bench_run, "NOTEBOOKS", ["toy_experiments"])
+    monkeypatch.setattr(bench_run, "build_seconds", lambda profile: 1.5)
+    cache = tmp_path / "cold-cache"
+    update_pages(tmp_path, "smoke", [], cache, publish=True)
+    after = json.loads((tmp_path / "bench.json").read_text())
+    toy = after["notebooks"]["smoke"]["per_notebook"]["toy_experiments"]
     published = json.loads((project_root() / "results" / "smoke" / "toy_experiments" / "claims.json").read_text())
     assert toy["claims_sha256"] == published["sha256"]["claims"]  # the timed run is the one results/ now holds
-    assert published["provenance"]["wall_seconds"] == toy["kernel_seconds"]
+    one = after["cold_pass"]["smoke"]
+    assert one["done"] == ["toy_experiments"] and one["build_seconds"] == 1.5 and len(one["segments"]) == 1
+    assert one["pages"]["toy_experiments"] == toy["wall_seconds"] and one["cpu"] and one["matmul"]
+    assert json.loads((cache / cold_pass.RECORD).read_text())["done"] == ["toy_experiments"]
+    update_pages(tmp_path, "smoke", [], cache, publish=True)  # resumed: nothing left but the record's new segment
+    again = json.loads((tmp_path / "bench.json").read_text())["cold_pass"]["smoke"]
+    assert len(again["segments"]) == 2 and again["pages"] == one["pages"]
 
 
 def test_publishing_bench_needs_an_empty_cache_folder(capsys):

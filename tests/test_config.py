@@ -174,11 +174,27 @@ def test_precision_is_stage_one_only_and_checked():
     assert set(pages) >= {"task1_addition", "task2_mixed", "step_decomposition", "mnist_label5"}
     for name in pages:
         cls = config_for(name)
-        assert cls.default("precision") == "fp32" and cls.CHOICES["precision"] == ("fp32", "bf16")
+        assert cls.CHOICES["precision"] == ("fp32", "bf16") and cls.from_params(profile="smoke").precision == "fp32"
         with pytest.raises(ParameterError, match="allowed: fp32, bf16"):
             cls.validate({"precision": "fp16"})
+    # the published default, by the rule `bench --precision` applied (results/bench/precision.json): bf16 on the text
+    # backbone's pages; MNIST's small CNN stays fp32
+    assert {n: config_for(n).from_params(profile="full").precision for n in pages} == {
+        "task1_addition": "bf16", "task2_mixed": "bf16", "step_decomposition": "bf16", "mnist_label5": "fp32"}
     cfg = config_for("task1_addition").from_params(profile="smoke", precision="bf16")
     assert cfg.stage1_config(0, cfg.lr).precision == "bf16"
     assert cfg.fit_config(0, "router").precision == "fp32"
     assert "bf16 autocast" in protocol_words(cfg)
     assert "bf16" not in protocol_words(config_for("task1_addition").from_params(profile="smoke"))
+
+
+def test_variant_seeds_is_a_range_page_parameter_checked_at_once():
+    """The range pages (Task 1, Task 2, the step decomposition) say on how many seeds the variant methods train; a
+    negative count is a one-line error naming what 0 means; MNIST (its code forms are its judged alternative) has
+    no such parameter."""
+    for name in ("task1_addition", "task2_mixed", "step_decomposition"):
+        cls = config_for(name)
+        assert cls.default("variant_seeds") == 1
+        with pytest.raises(ParameterError, match=r"'variant_seeds' must be >= 0 \(0: no variant methods\)"):
+            cls.from_params(profile="smoke", variant_seeds=-1)
+    assert "variant_seeds" not in config_for("mnist_label5").param_names()

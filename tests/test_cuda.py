@@ -14,7 +14,7 @@ from redlib.configs.task1_addition import Task1Config
 from redlib.core.store import Store, state_equal
 from redlib.experiments import step_decomposition as dec
 from redlib.experiments import routing_heatmaps as ra
-from redlib.experiments import mnist_label5, ranges
+from redlib.experiments import mnist_label5, ranges, task1_addition
 from redlib.configs.ranges import Setting
 from redlib.models.backbone import Backbone
 from redlib.tasks import mnist as digits
@@ -51,16 +51,16 @@ def test_task1_trains_on_cuda_reloads_and_stays_apart_from_cpu_stages(tiny_qwen,
                                         head_lr=1e-2, device="cuda")
     bb = ranges.backbone(cfg)
     assert bb.device.type == "cuda"
-    run = ranges.run(cfg, 0, Setting("iid"), bb, Store(tmp_path))
+    run = ranges.run(cfg, task1_addition.frames, 0, Setting("iid"), bb, Store(tmp_path))
     overall = ranges.evaluate(run)["overall"]
     assert overall["accuracy"].between(0, 1).all() and len(overall) > 5
     again = Store(tmp_path)
-    rerun = ranges.run(cfg, 0, Setting("iid"), bb, again)
+    rerun = ranges.run(cfg, task1_addition.frames, 0, Setting("iid"), bb, again)
     assert again.events and all(e["event"] == "loaded" for e in again.events)
     assert ranges.evaluate(rerun)["overall"]["accuracy"].tolist() == overall["accuracy"].tolist()
     on_cpu = Task1Config.from_params(**{**cfg.asdict(), "device": "cpu"})
     cpu = Store(tmp_path)
-    ranges.run(on_cpu, 0, Setting("iid"), ranges.backbone(on_cpu), cpu)
+    ranges.run(on_cpu, task1_addition.frames, 0, Setting("iid"), ranges.backbone(on_cpu), cpu)
     loaded = [e["entry"] for e in cpu.events if e["event"] == "loaded"]
     assert cpu.events and not loaded, loaded  # the CPU run trains its own stages, it never takes the GPU's
 

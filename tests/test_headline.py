@@ -75,3 +75,34 @@ def test_a_page_states_a_one_seed_gap_without_a_verdict():
     assert ranges.paired_gap(three).endswith("over 3 seeds, RED ahead by the ledger's rule")
     one = ranges.paired_gap(three.iloc[:1])
     assert one.startswith("+0.100 on one seed") and "tie" not in one
+
+
+def test_each_row_says_how_well_the_router_routes_and_the_unseen_texts_are_a_row_of_their_own(tmp_path):
+    """Beside each setting: the router's test accuracy, RED's distance to RED with the true range and the MoE's to the
+    oracle experts (the tie's cause); Task 2's unseen test texts are judged as a setting of their own; the cause
+    sentence states the routers' range and where RED is ahead."""
+    rows = []
+    for s, (red, moe, true, oracle, unseen_red, unseen_moe) in enumerate([(0.90, 0.88, 0.91, 0.89, 0.80, 0.70),
+                                                                           (0.91, 0.89, 0.91, 0.90, 0.81, 0.72),
+                                                                           (0.92, 0.90, 0.93, 0.90, 0.82, 0.71)]):
+        for m, a, u in (("RED", red, unseen_red), ("softmax MoE", moe, unseen_moe), ("RED (true range)", true, 0.9),
+                        ("oracle experts", oracle, 0.9)):
+            rows.append({"run": "iid", "seed": s, "method": m, "accuracy": a, "unseen_accuracy": u})
+    page(tmp_path, "task2_mixed", "overall", rows)
+    d = tmp_path / "full" / "task2_mixed"
+    pd.DataFrame([{"split_part": p, "router_accuracy": a, "seed": s, "run": "iid"} for s in range(3)
+                  for p, a in (("train", 0.99), ("test", 0.97 + 0.01 * s))]).to_csv(d / "router_accuracy.csv",
+                                                                                    index=False)
+    (d / "claims.json").write_text(json.dumps({"claims": {}, "provenance": {"parameters": {}},
+                                               "sha256": digests(d, {})}))
+    df, _ = headline.red_vs_moe("full", tmp_path)
+    got = df.set_index("setting")
+    assert list(got.index) == ["Task 2, iid", "Task 2, iid, unseen test texts"]
+    assert abs(got.loc["Task 2, iid", "router"] - 0.98) < 1e-9
+    assert abs(got.loc["Task 2, iid", "RED − true range"] + 0.0067) < 1e-3
+    assert abs(got.loc["Task 2, iid", "MoE − oracle"] + 0.0067) < 1e-3
+    assert got.loc["Task 2, iid, unseen test texts", "by the ledger's rule"] == "RED ahead"
+    shown = headline.display_table(df).set_index("setting")
+    assert shown.loc["Task 2, iid, unseen test texts", "router"] == "—"
+    words = headline.cause_words(df)
+    assert "send 0.980 to 0.980 of test inputs" in words and "Task 2, iid, unseen test texts (+0.100)" in words

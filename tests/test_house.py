@@ -180,3 +180,11 @@ def test_one_key_names_each_training_page_in_its_claims_and_glued_values():
         ids = [cid for cid, c in load_claims().items() if c["group"] in groups]
         if name != "robustness_and_cost":
             assert ids and all(cid.startswith(f"{key}.") for cid in ids), (name, ids)
+
+
+def test_no_module_but_the_registry_imports_a_page_by_name():
+    """A page's module is imported where it is used, by an import the import graph sees; only the registry, the one
+    list of pages, reaches the experiment modules by name (issue 77: `ranges` imported its page back by name)."""
+    by_name = re.compile(r"importlib\.import_module|__import__\(")
+    found = [p.relative_to(REDLIB) for p in REDLIB.rglob("*.py") if by_name.search(p.read_text())]
+    assert found == [Path("book/registry.py")]

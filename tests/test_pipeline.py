@@ -237,3 +237,32 @@ def test_small_stages_train_on_the_stage_thread_count_in_the_page_as_in_a_worker
     for e in small:
         with safe_open(str(store.root / e["kind"] / e["entry"]), framework="pt") as f:
             assert f'"threads":{parallel.STAGE_THREADS}' in f.metadata()["key"].replace(" ", "")
+
+
+def test_a_seed_without_the_variants_trains_none_of_their_stages(tmp_path):
+    """Where the variant methods do not train (a range page's seeds past `variant_seeds`, the step decomposition's
+    2x2 cells), no code expert, code gate, stage 4 or head on all of train is trained or cached, and the methods
+    built on the run are the others, unchanged: the classifier experts, residuals, router and gate are the very
+    stages a run with the variants trains (same cache entries)."""
+    from redlib.configs.task1_addition import Task1Config
+
+    cfg = tiny_config(epochs=5)
+    data, enc = synthetic()
+    store = Store(tmp_path)
+    bare = run_red(cfg, data, enc, store, seed=0, variants=False)
+    assert bare.joint is None and bare.head_all is None and bare.code_experts == [] and bare.code_gate is None
+    kinds = {p.parent.name for p in tmp_path.rglob("*.safetensors")}
+    assert not kinds & {"code", "code_gate", "joint", "head_all"} and {"expert", "residual", "router", "gate"} <= kinds
+    built = methods.methods(bare)
+    assert not set(built) & {"RED stage 4", "RED code variant", "global head (all of train)", methods.CODE_MOE}
+    with pytest.raises(ValueError, match="no stage for RED stage 4"):
+        methods.methods(bare, ["RED stage 4"])
+    full = run_red(cfg, data, enc, store, seed=0)  # the variants on top: the shared stages load, not retrain
+    shared = methods.predict(bare, names=list(built))
+    for name, (pred, _) in methods.predict(full, names=list(built)).items():
+        assert np.array_equal(pred, shared[name][0]), name
+    assert {"RED stage 4", "RED code variant"} <= set(methods.methods(full))
+    t1 = Task1Config.from_params(profile="full", n_seeds=3, seed=4, variant_seeds=1)
+    assert [t1.variants_on(s) for s in t1.seeds] == [True, False, False]
+    assert not Task1Config.from_params(profile="full", variant_seeds=0).variants_on(0)
+    assert cfg.variants_on(7)  # a page without the parameter (MNIST) trains them on every seed

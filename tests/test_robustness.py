@@ -293,3 +293,9 @@ def test_misrouting_is_said_against_the_global_head_on_both_tasks():
     words = rr.misrouting_words(at_end)
     assert "0.010 below the global head, which does not route, on Task 1 (0.990 against 1.000" in words
     assert "0.100 above it on MNIST (0.900 against 0.800; the softmax MoE 0.100)" in words
+
+
+def test_a_change_that_did_not_happen_reads_as_none_never_at_most_zero():
+    from redlib.experiments.robustness_and_cost_report import moves
+
+    assert moves(0.0) == "not at all" and moves(0.0125) == "by at most 0.013" and moves(1e-5) == "by at most < 5e-4"

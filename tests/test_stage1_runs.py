@@ -6,7 +6,7 @@ import torch
 from redlib.configs.ranges import Setting
 from redlib.configs.task1_addition import Task1Config
 from redlib.core.store import Store
-from redlib.experiments import ranges, stage1_runs
+from redlib.experiments import ranges, stage1_runs, task1_addition
 from redlib.red.clock import timed
 
 
@@ -23,7 +23,7 @@ def test_stage1_runs_trained_side_by_side_are_a_serial_runs_bit_for_bit(tiny_qwe
     runs = [(main, cfg.seed, cfg.lr), (main, cfg.seed, 1e-3), (Setting("pairs"), cfg.seed + 1, cfg.lr)]
     monkeypatch.setenv("REDLIB_WORKERS", "2")
     side = Store(tmp_path / "side")
-    stage1_runs.train_side_by_side(cfg, runs, bb, side)
+    stage1_runs.train_side_by_side(cfg, task1_addition.frames, runs, bb, side)
     trained = [e for e in side.events if e["kind"].endswith("/stage1")]
     assert [e["event"] for e in trained] == ["computed"] * 3 and all(e["train_seconds"] > 0 for e in trained)
     # each run counts its share of the time the runs overlapped: stage 1's seconds are the store's, entry by entry
@@ -32,7 +32,7 @@ def test_stage1_runs_trained_side_by_side_are_a_serial_runs_bit_for_bit(tiny_qwe
     serial = Store(tmp_path / "serial")
     for run in runs:
         seen, borrowed = len(side.events), side.borrowed
-        loaded = stage1_runs._stages(cfg, run, bb, side)
+        loaded = stage1_runs._stages(cfg, task1_addition.frames, run, bb, side)
         timed(loaded.seconds, loaded.store, "stage 1", loaded.base)
         # loaded where the page needs it: no second event for it, and its seconds are the worker's
         assert [e["kind"].rpartition("/")[2] for e in side.events[seen:]] == [] and side.borrowed > borrowed
@@ -40,14 +40,14 @@ def test_stage1_runs_trained_side_by_side_are_a_serial_runs_bit_for_bit(tiny_qwe
         entry = next(e for e in trained if e["entry"] == side.path(kind, loaded.stage1_key()).name)
         assert abs(side.borrowed - borrowed - entry["train_seconds"]) < 1e-3  # the restated share, from the header
         mine = _state(loaded)
-        alone = stage1_runs._stages(cfg, run, bb, serial)
+        alone = stage1_runs._stages(cfg, task1_addition.frames, run, bb, serial)
         alone.base()
         assert mine.keys() == _state(alone).keys()
         assert all(torch.equal(v, _state(alone)[k]) for k, v in mine.items()), run
         assert loaded.epochs == alone.epochs
     # nothing left to train: no worker starts, nothing is recorded
     seen = len(side.events)
-    stage1_runs.train_side_by_side(cfg, runs, bb, side)
+    stage1_runs.train_side_by_side(cfg, task1_addition.frames, runs, bb, side)
     assert len(side.events) == seen
 
 
@@ -71,13 +71,14 @@ def test_without_the_memory_for_two_workers_the_runs_train_in_the_page(tiny_qwen
     monkeypatch.setattr(stage1_runs.psutil, "virtual_memory", lambda: type("Memory", (), {"available": 2**30})())
     store = Store(tmp_path)
     with pytest.warns(UserWarning, match="stage-1 runs train one after another"):
-        stage1_runs.train_side_by_side(cfg, stage1_runs.page_runs(cfg)[:2], bb, store)
+        stage1_runs.train_side_by_side(cfg, task1_addition.frames, stage1_runs.page_runs(cfg)[:2], bb,
+                                       store)
     assert not [e for e in store.events if e["kind"].endswith("/stage1")]  # nothing trained: the page will
 
 
 def test_the_prefix_size_is_known_before_it_is_computed(tiny_qwen, tmp_path):
     cfg = Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen))
-    data, texts = ranges.task_data(cfg.KEY, *ranges.frames(cfg, cfg.seed, cfg.settings[0]))
+    data, texts = ranges.task_data(cfg.KEY, *task1_addition.frames(cfg, cfg.seed, cfg.settings[0]))
     enc = stage1_runs.TextEncoder(ranges.backbone(cfg), texts, Store(tmp_path), cfg.KEY)
     size = enc.prefix_bytes
     assert size == enc.prefix.numel() * enc.prefix.element_size()

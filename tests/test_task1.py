@@ -19,7 +19,7 @@ def tiny_run(tiny_qwen, tmp_path_factory):
                                         head_lr=1e-2)
     store = Store(tmp_path_factory.mktemp("cache"))
     bb = Backbone(cfg.backbone, cfg.k_trainable)
-    return cfg, bb, store, ranges.run(cfg, 0, Setting("pairs"), bb, store)
+    return cfg, bb, store, ranges.run(cfg, task1_addition.frames, 0, Setting("pairs"), bb, store)
 
 
 def test_every_method_is_scored(tiny_run):
@@ -48,7 +48,7 @@ def test_rerun_loads_every_stage_from_the_cache(tiny_run):
     cfg, bb, store, run = tiny_run
     seen = len(store.events)
     computed = sorted(e["entry"] for e in store.events if e["event"] == "computed" and not e["kind"].endswith("/prefix"))
-    again = ranges.run(cfg, 0, Setting("pairs"), bb, store)
+    again = ranges.run(cfg, task1_addition.frames, 0, Setting("pairs"), bb, store)
     rerun = store.events[seen:]
     assert all(e["event"] == "loaded" for e in rerun)  # nothing is trained again
     # every trained stage of the first run is loaded; the frozen prefix is not even read (stage 1 and the features are)
@@ -101,7 +101,7 @@ def test_a_backbone_in_another_folder_reuses_every_cached_stage(tiny_run, tmp_pa
     bb2 = Backbone(str(moved), cfg.k_trainable)
     assert bb2.identity == bb.identity and str(moved) != cfg.backbone
     seen = len(store.events)
-    again = ranges.run(Task1Config.from_params(**{**cfg.asdict(), "backbone": str(moved)}), 0,
+    again = ranges.run(Task1Config.from_params(**{**cfg.asdict(), "backbone": str(moved)}), task1_addition.frames, 0,
                       Setting("pairs"), bb2, store)
     assert store.events[seen:] and all(e["event"] == "loaded" for e in store.events[seen:])
     assert ranges.evaluate(again)["overall"]["accuracy"].tolist() == ranges.evaluate(run)["overall"]["accuracy"].tolist()
@@ -117,14 +117,14 @@ def test_one_missing_stage_trained_in_process_keeps_the_runs_stage_record(tiny_q
     monkeypatch.setenv("REDLIB_WORKERS", "2")
     cfg = Task1Config.from_params(profile="smoke", backbone=str(tiny_qwen), max_epochs=1, backbone_epochs=1)
     bb = Backbone(cfg.backbone, cfg.k_trainable)
-    ranges.run(cfg, 0, Setting("iid"), bb, Store(tmp_path))
+    ranges.run(cfg, task1_addition.frames, 0, Setting("iid"), bb, Store(tmp_path))
     entries = sorted(tmp_path.rglob("*.safetensors"))
     next(p for p in entries if p.parent.name == "gate").unlink()
     store = Store(tmp_path)
-    ranges.run(cfg, 0, Setting("iid"), bb, store)
+    ranges.run(cfg, task1_addition.frames, 0, Setting("iid"), bb, store)
     events = [e["event"] for e in store.events]
     cached = Store(tmp_path)
-    ranges.run(cfg, 0, Setting("iid"), bb, cached)
+    ranges.run(cfg, task1_addition.frames, 0, Setting("iid"), bb, cached)
     assert events.count("computed") == 1 and len(events) == len(cached.events) == cached.hits > 20, events
 
 

@@ -19,7 +19,7 @@ def tiny_tables(tiny_qwen, tmp_path_factory):
                                   lr=0.01, head_lr=0.01)
     store = Store(tmp_path_factory.mktemp("cache"))
     bb = Backbone(cfg.backbone, cfg.k_trainable)
-    tables = [task2_mixed.evaluate(ranges.run(cfg, 0, st, bb, store)) for st in cfg.settings]
+    tables = [task2_mixed.evaluate(ranges.run(cfg, task2_mixed.frames, 0, st, bb, store)) for st in cfg.settings]
     return cfg, ranges.stack(tables)
 
 

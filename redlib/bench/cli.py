@@ -27,7 +27,8 @@ def main(args: argparse.Namespace) -> None:
         precision(Path(args.precision), out)
     elif args.notebooks or args.publish:
         pages(args, out, profiles)
-        readme(out)
+        if args.publish:  # the README states the book's cold pass: it changes with a publication only
+            readme(out)
     else:
         if args.cache or args.warm_from:
             raise ParameterError("--cache and --warm-from need --notebooks (the whole bench times in fresh temporary "
@@ -36,11 +37,10 @@ def main(args: argparse.Namespace) -> None:
 
         report = run_bench(out, smoke=args.smoke, profiles=profiles)
         print(f"bench written: {out / 'bench.json'} ({report['bench_seconds']:.0f} s)")
-        readme(out)
 
 
 def readme(out: Path) -> None:
-    """The README's cold-book sentence follows the committed bench (a bench written elsewhere leaves it)."""
+    """The README's cold-book sentence follows the committed bench's cold pass (a bench written elsewhere leaves it)."""
     from .cold import update_readme
     from .report import load
 
@@ -106,15 +106,16 @@ def pages(args: argparse.Namespace, out: Path, profiles: list[str] | None) -> No
 
     names = args.notebooks.split(",") if args.notebooks else list(NOTEBOOKS)
     cache = Path(args.cache) if args.cache else None
-    if args.publish and (cache is None or git_commit().endswith("+dirty")):
-        raise ParameterError("--publish re-publishes the pages it times: it needs a clean tree (commit first, so no "
-                             "page's provenance reads +dirty) and an empty --cache folder")
+    if args.publish and (cache is None or git_commit().endswith("+dirty") or args.notebooks or args.warm_from):
+        raise ParameterError("--publish re-publishes the whole book in one cold pass: it needs a clean tree (commit "
+                             "first, so no page's provenance reads +dirty) and a --cache folder, empty or a stopped "
+                             "pass's to resume, and takes neither --notebooks nor --warm-from")
     for name in names:
         config_for(name)  # an unknown name is a one-line error naming the notebooks
     if cache is not None:  # a file, an unwritable folder or one in the published book: one line each
         runner.writable_folder(cache, "--cache")
         runner.outside_published(cache, "--cache", "name an empty folder outside them")
-    if cache is not None and cache.exists() and any(cache.iterdir()):
+    if not args.publish and cache is not None and cache.exists() and any(cache.iterdir()):
         raise ParameterError(f"--cache {cache} is not empty: a cold measurement needs an empty folder")
     warm = Path(args.warm_from) if args.warm_from else None
     if warm is not None and not warm.is_dir():

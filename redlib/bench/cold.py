@@ -1,9 +1,10 @@
 """The cold book: one number for what the whole full-profile book costs from an empty stage cache on this machine.
 
-It is the sum of each page's last cold run (each timed at its own commit, `make bench BENCH_ARGS=--notebooks ...`)
-plus the strict HTML build, as the committed bench recorded them. The book plan (`make book`), the Speed page and
-the README say this one number; an estimate from the published runs' stage seconds is labelled as one and never
-stands for it.
+It is the book's one cold pass (`cold_pass`: every page and the strict build from an empty stage cache, at one
+commit, on one machine, in as many segments as sessions' ends made), as the committed bench recorded it. The book
+plan (`make book`), the Speed page and the README say this one number; pages re-timed apart
+(`make bench BENCH_ARGS=--notebooks ...`) and the estimate from the published runs' stage seconds are labelled as
+what they are and never add up to it.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from ..book.registry import BY_NAME, NOTEBOOKS
 from ..core.paths import project_root
+from . import cold_pass
 
 README_MARK = re.compile(r"<!-- cold-book -->.*?<!-- /cold-book -->", re.S)
 
@@ -47,56 +49,46 @@ def resumed(timing: dict) -> str:
     return timing.get("resumed") or ""
 
 
-def cold_seconds(profile: str) -> tuple[dict[str, float], str]:
-    """Each page's cold seconds for a profile as the committed bench measured them, and which commit it timed last
-    ({} and "" when there is no bench)."""
-    bench = committed()
-    per = ((bench or {}).get("notebooks", {}).get(profile) or {}).get("per_notebook", {})
-    commits = sorted((t.get("measured_at", ""), t.get("git_commit") or "") for t in per.values())
-    return {name: t["wall_seconds"] for name, t in per.items()}, (commits[-1][1][:12] if commits else "")
-
-
 def cold_book(bench: dict[str, Any] | None, profile: str = "full") -> dict[str, Any] | None:
-    """The cold book of a profile: minutes in all (every page's last cold run plus the strict build), the build's,
-    and per page its minutes, the commit it was timed at and what else ran beside it; None when not every page of
-    the book has a cold run, or no build was timed."""
-    block = ((bench or {}).get("notebooks", {}) or {}).get(profile) or {}
-    per, build = block.get("per_notebook", {}), block.get("book_build_seconds")
-    if build is None or any(n not in per for n in NOTEBOOKS):
+    """The cold book of a profile: the book's one complete cold pass (`cold_pass.book`: minutes in all, the build's,
+    per page, its commit, CPU, kernels and segments), each page with what else ran beside it; None when no pass has
+    run every page and the build. Pages timed apart never add up to it."""
+    book = cold_pass.book(((bench or {}).get("cold_pass") or {}).get(profile), list(NOTEBOOKS))
+    if book is None:
         return None
-    pages = [{"page": n, "min": per[n]["wall_seconds"] / 60, "commit": (per[n].get("git_commit") or "?")[:7],
-              "disturbed": disturbed(per[n]), "resumed": resumed(per[n])} for n in NOTEBOOKS]
-    return {"min": sum(p["min"] for p in pages) + build / 60, "build min": build / 60, "pages": pages}
+    per = (((bench or {}).get("notebooks") or {}).get(profile) or {}).get("per_notebook", {})
+    for p in book["pages"]:
+        p["disturbed"] = disturbed(per[p["page"]]) if p["page"] in per else ""
+    return book
 
 
 def cold_book_words(book: dict[str, Any] | None, shown_min: float = 1.0) -> str:
-    """The cold book in one sentence's worth: its minutes, each page of at least `shown_min` minutes with its commit,
-    the rest and the build together, and the pages timed beside other processes (their times read high)."""
+    """The cold book in one sentence's worth: its minutes, the pass's commit, CPU, kernels and segments, each page of
+    at least `shown_min` minutes, the rest and the build together, and the pages timed beside other processes."""
     if book is None:
-        return "not measured (`make bench` times every page cold)"
+        return "not measured in one cold pass yet (`make bench BENCH_ARGS=\"--publish --cache DIR\"` runs one)"
     big = [p for p in book["pages"] if p["min"] >= shown_min]
     rest = sum(p["min"] for p in book["pages"] if p["min"] < shown_min) + book["build min"]
     beside = [p["page"] for p in book["pages"] if p["disturbed"]]
-    low = [p["page"] for p in book["pages"] if p.get("resumed")]
-    parts = [f"{p['page']} {p['min']:.0f} ({p['commit']})" for p in big]
-    parts.append(f"the other pages and the strict build {rest:.0f}" if big else
-                 f"every page under {shown_min:g} min, at " + ", ".join(sorted({p["commit"] for p in book["pages"]})))
-    return (("at least " if low else "") + f"{book['min']:.0f} min: " + ", ".join(parts)
-            + (f"; timed beside other processes, so reading high: {', '.join(beside)}" if beside else "")
-            + (f"; resumed from a stopped pass of its own, so reading low: {', '.join(low)}" if low else ""))
+    n = len(book["segments"])
+    segments = ", ".join(f"{m} min from {start[:16]}" for start, m in book["segments"])
+    where = (f"one cold pass at {book['commit']} on {book['cpu']} ({book['matmul']} kernels), "
+             + ("in one segment" if n == 1 else f"in {n} segments ({segments})"))
+    parts = [f"{p['page']} {p['min']:.0f}" for p in big] + [f"the other pages and the strict build {rest:.0f}"]
+    return (f"{book['min']:.0f} min in {where}: " + ", ".join(parts)
+            + (f"; timed beside other processes, so reading high: {', '.join(beside)}" if beside else ""))
 
 
 def cold_answer(book: dict[str, Any] | None, budget_min: float) -> str:
     """The Speed page's answer: whether the cold book meets its budget, and the page that costs most, in a sentence."""
     if book is None:
-        return "Not measured yet: `make bench` times every page cold."
+        return ("Not measured in one cold pass yet: `make bench BENCH_ARGS=\"--publish --cache DIR\"` runs every page "
+                "cold in one pass and re-publishes the book.")
     dearest = max(book["pages"], key=lambda p: p["min"])
-    low = any(p.get("resumed") for p in book["pages"])  # a page's time reads low: the sum is a lower bound
-    verdict = ("misses" if book["min"] > budget_min else "may miss" if low else "meets")
-    return (f"The whole book, cold on the 2-core machine, takes {'at least ' if low else ''}{book['min']:.0f} min: "
-            f"it {verdict} its budget of "
-            f"{budget_min:.0f} min. What costs most is {_title(dearest['page'])} ({dearest['min']:.0f} min, "
-            f"{dearest['min'] / book['min']:.0%} of the book)"
+    verdict = "misses" if book["min"] > budget_min else "meets"
+    return (f"The whole book, in one cold pass on the 2-core machine at {book['commit']}, takes {book['min']:.0f} min: "
+            f"it {verdict} its budget of {budget_min:.0f} min. What costs most is {_title(dearest['page'])} "
+            f"({dearest['min']:.0f} min, {dearest['min'] / book['min']:.0%} of the book)"
             + (", timed beside other processes, so reading high" if dearest["disturbed"] else "") + ".")
 
 
@@ -107,13 +99,8 @@ def _title(page: str) -> str:
 
 def cold_line(profile: str) -> str:
     """The book plan's line on what an empty-cache run of the profile costs, as the committed bench measured it."""
-    book = cold_book(committed(), profile)
-    if book is None:
-        cold, commit = cold_seconds(profile)
-        total = sum(cold.values())
-        return (f"  cold cost (empty cache) of the timed pages as the committed bench measured them at {commit or 'no commit'}: "
-                + (f"about {total / 60:.0f} min on {os.cpu_count()} cores" if total else "not measured"))
-    return f"  cold cost (empty cache), the committed bench's cold book on {os.cpu_count()} cores: {cold_book_words(book)}"
+    return (f"  cold cost (empty cache) on {os.cpu_count()} cores, as the committed bench measured it: "
+            f"{cold_book_words(cold_book(committed(), profile))}")
 
 
 def readme_text(bench: dict[str, Any] | None) -> str:

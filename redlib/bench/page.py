@@ -10,7 +10,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pandas as pd
 
@@ -22,7 +22,7 @@ from .levers import Lever, levers, prefix_cache
 
 MARKDOWN_KEYS = ("sp_missed", "sp_stale", "sp_where")  # values holding `code` (names, commands): pasted as Markdown
 GLUE_KEYS = ("sp_answer", "sp_met", "sp_judged", "sp_missed", "sp_stale", "sp_where", "sp_agreement",
-             "sp_book")
+             "sp_book", "sp_budget")
 
 
 @dataclass(frozen=True)
@@ -59,6 +59,24 @@ def speed_page(path: Path, profile: str = "full", results_dir: str = "results") 
     own = est[est["page"] != "robustness_and_cost"]  # each page's own stages (robustness reuses other pages')
     tt = report.targets(bench, nbt, own if profile == "full" else None) if bench else pd.DataFrame()
     return SpeedPage(path, bench, nbt, est, tt, history(path.parent / "history.jsonl"), levers(bench))
+
+
+def shower(results) -> Callable[..., None]:
+    """The page's `show(table, precision=3, styler=None)`: keep a table (a `Table` or a lever) in the page's results
+    and show it, or the line saying why it is missing; None shows nothing."""
+    from IPython.display import Markdown, display
+
+    from ..book import plots
+
+    def show(table: Table | Lever | None, precision: int = 3, styler: Callable | None = None) -> None:
+        if table is not None and table.data is None:
+            display(Markdown(table.caption))
+        elif table is not None:
+            results.table(table.name, table.data)
+            sty = plots.styled(table.data, precision=precision, hide_index=True, caption=table.caption)
+            display(styler(sty) if styler else sty)
+
+    return show
 
 
 def machine_line(page: SpeedPage) -> str:
@@ -192,7 +210,8 @@ def found(page: SpeedPage) -> dict[str, object]:
 
     phrases = {lv.glue: lv.phrase for lv in page.levers.values() if lv.glue}
     if not page.bench:
-        return {k: Markdown("no bench run yet") if k in MARKDOWN_KEYS else "no bench run yet" for k in GLUE_KEYS} | phrases
+        return ({k: Markdown("no bench run yet") if k in MARKDOWN_KEYS else "no bench run yet" for k in GLUE_KEYS}
+                | phrases | {"sp_budget": BOOK_MINUTES})
     bench, tt, nbs, hist = page.bench, page.targets, page.notebooks, page.history
     judged = tt[tt["met"].isin(["yes", "no"])]
     pc = bench.get("prefix_cache")
@@ -206,7 +225,7 @@ def found(page: SpeedPage) -> dict[str, object]:
                 top2["stage kind"], top2["what"])) + f" take {top2['seconds'].sum() / wall:.0%} of its cold time")
     cols = [c for c in hist.columns if pc and c.startswith("speed-up") and c.endswith(f"batch {pc['pipeline_batch']}")]
     values = {
-        "sp_answer": cold_answer(cold_book(bench), BOOK_MINUTES),
+        "sp_answer": cold_answer(cold_book(bench), BOOK_MINUTES), "sp_budget": BOOK_MINUTES,
         "sp_met": int((judged["met"] == "yes").sum()), "sp_judged": len(judged),
         "sp_missed": "; ".join(f"{short(t['target'])}: {t['gap']}"
                                for t in judged[judged["met"] == "no"].to_dict("records")) or "no target",

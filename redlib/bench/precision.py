@@ -26,8 +26,10 @@ import pandas as pd
 from ..book.results import git_commit, jsonable
 from ..core.paths import project_root
 from ..core.settings import PRECISIONS
+from ..speed import kernels
+from .page import Table
 
-PAGES = ("task1_addition", "task2_mixed")
+PAGES = {"task1_addition": "Task 1", "task2_mixed": "Task 2"}  # notebook -> its name in the page's words
 FLOOR = 0.01  # a claim value may move by less than max(FLOOR, its sd over the published seeds)
 RULE = ("on seed 0 of Task 1 (iid) and Task 2 (iid), each page runs under both precisions; bf16 becomes the default "
         f"only if every claim value of that seed moves by less than the larger of {FLOOR} and that claim's sd over "
@@ -65,21 +67,10 @@ def run_arm(root: Path, page: str, precision: str) -> dict[str, Any]:
     entry = {"page": page, "precision": precision, "wall_seconds": time.perf_counter() - t,
              "stage_seconds": (prov.get("stages") or {}).get("train_seconds_by_kind", {}),  # loaded stages too
              "cache_at_start": before, "git_commit": prov.get("git_commit"), "matmul": prov.get("matmul"),
-             "cpu": prov.get("machine", {}).get("cpu_model") or cpu_model(),
+             "cpu": prov.get("machine", {}).get("cpu_model") or kernels.cpu_model(),
              "measured_at": datetime.now(timezone.utc).isoformat(timespec="seconds")}
     entry_file.write_text(json.dumps(jsonable(entry), indent=2) + "\n")
     return entry
-
-
-def cpu_model() -> str:
-    """This machine's CPU model name, from /proc/cpuinfo."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return "unknown"
 
 
 def _seed0(claim: dict) -> Any:
@@ -149,13 +140,13 @@ def load(path: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-def time_table(report: dict[str, Any]) -> pd.DataFrame:
+def _times(report: dict[str, Any]) -> pd.DataFrame:
     """Per page and precision: stage 1's minutes, every stage's, and the page's wall time (what the runs cost)."""
     rows = []
     for page, arms in report["arms"].items():
         for precision, arm in arms.items():
             secs = arm["stage_seconds"]
-            rows.append({"page": page, "precision": precision,
+            rows.append({"page": PAGES.get(page, page), "precision": precision,
                          "stage 1 (min)": sum(v for k, v in secs.items() if k.endswith("/stage1")) / 60,
                          "all stages (min)": sum(secs.values()) / 60, "page (min)": arm["wall_seconds"] / 60,
                          "resumed": "yes" if arm["cache_at_start"] else "no", "commit": arm["git_commit"][:7],
@@ -163,23 +154,38 @@ def time_table(report: dict[str, Any]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def claims_table(report: dict[str, Any]) -> pd.DataFrame:
+def time_table(report: dict[str, Any] | None) -> Table | None:
+    """What each run cost, as the Speed page shows it (None where the comparison has not run)."""
+    if report is None:
+        return None
+    return Table("precision_time", _times(report), "Stage 1 in fp32 and in bf16: what each run cost (seed 0, the "
+                 "claims' setting, each from an empty stage cache)")
+
+
+def claims_table(report: dict[str, Any] | None) -> Table | None:
     """Every claim value of seed 0 under both precisions, how far it moved, its bound, and whether it is within."""
+    if report is None:
+        return None
     df = pd.DataFrame(report["claims"])
-    return df.assign(within=df["within"].map({True: "yes", False: "no"}))
+    df = df.assign(page=df["page"].map(lambda p: PAGES.get(p, p)), within=df["within"].map({True: "yes", False: "no"}))
+    return Table("precision_claims", df,
+                 f"Every claim value of seed 0 in fp32 and in bf16 ({len(df)} claims), how far it moved and its bound "
+                 f"(the larger of {FLOOR} and its sd over the published seeds)")
 
 
 def sentence(report: dict[str, Any] | None) -> str:
     """The comparison in one paragraph: the speed, the claims within their bounds, and what the rule decided."""
     if report is None:
         return ("The comparison has not run on this machine yet: `make bench BENCH_ARGS=\"--precision DIR\"` runs it "
-                "(about two hours on two cores); until then stage 1 trains in fp32, the paper's protocol as published.")
-    times = time_table(report).set_index(["page", "precision"])
+                "(Task 1 and Task 2 on one seed, each under both precisions); until then stage 1 trains in fp32, as the "
+                "published book does.")
+    times = _times(report).set_index(["page", "precision"])
     speed = "; ".join(
         f"{page}: stage 1 {times.loc[(page, 'bf16'), 'stage 1 (min)']:.1f} min in bf16 against "
         f"{times.loc[(page, 'fp32'), 'stage 1 (min)']:.1f} in fp32, every stage "
-        f"{times.loc[(page, 'bf16'), 'all stages (min)']:.1f} against {times.loc[(page, 'fp32'), 'all stages (min)']:.1f}"
-        for page in report["arms"])
+        f"{times.loc[(page, 'bf16'), 'all stages (min)']:.1f} against "
+        f"{times.loc[(page, 'fp32'), 'all stages (min)']:.1f}"
+        for page in (PAGES.get(p, p) for p in report["arms"]))
     rows = report["claims"]
     inside = sum(r["within"] for r in rows)
     worst = max(rows, key=lambda r: r["moved"] / r["bound"])

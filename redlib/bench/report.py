@@ -37,11 +37,13 @@ def route_costs(path: Path | None = None) -> pd.DataFrame:
         return pd.DataFrame()
     nb = bench.get("notebooks", {})
 
-    def cold(profile: str) -> str:  # the cold book (cold.cold_book), the one number every page quotes
-        book = cold_book(bench, profile)
-        if book is None:
-            return "not timed for every page"
-        return f"{book['min']:.0f} min from an empty stage cache" if book["min"] >= 1 else f"{book['min'] * 60:.0f} s"
+    def cold(profile: str) -> str:  # the cold book (cold.cold_book), else the whole bench's own pass of the profile
+        book, block = cold_book(bench, profile), nb.get(profile) or {}
+        whole = block.get("book_build_seconds") and not block.get("total_from_parts") and block.get("total_seconds")
+        if book is None and not whole:
+            return "not measured in one cold pass yet"
+        minutes = book["min"] if book else whole / 60
+        return f"{minutes:.0f} min from an empty stage cache" if minutes >= 1 else f"{minutes * 60:.0f} s"
 
     tc = bench.get("smoke_test_command") or {}
     test, test_at = tc.get("total_seconds"), str(tc.get("git_commit") or bench.get("git_commit", ""))[:7]
@@ -101,22 +103,6 @@ def notebooks(bench: dict) -> pd.DataFrame:
                          CURRENT: current_profile(name, prof, t.get("parameters")),
                          SAME_CODE: same_code(name, t) if prof == "full" else ""})
     return pd.DataFrame(rows)
-
-
-def retimings(bench: dict) -> tuple[pd.DataFrame, int]:
-    """The page re-timings whose times the notebooks table still shows (latest first), and how many were superseded."""
-    shown = {(prof, name): (t.get("git_commit") or "")[:12]
-             for prof, block in bench.get("notebooks", {}).items() for name, t in block["per_notebook"].items()}
-    rows, updates = [], bench.get("page_updates", [])
-    for upd in reversed(updates):
-        key = upd["git_commit"][:12]
-        pages = [n for n in upd.get("completed", upd["notebooks"]) if shown.get((upd["profile"], n)) == key]
-        for n in pages:
-            shown.pop((upd["profile"], n))  # an older re-timing at the same commit no longer shows this page
-        if pages:
-            rows.append({"profile": upd["profile"], "commit": key[:7], "started": upd["at"][:16].replace("T", " "),
-                         "pages it timed that the table shows": ", ".join(pages)})
-    return pd.DataFrame(rows), len(updates) - len(rows)
 
 
 SAME_CODE = "ran as published"
@@ -198,16 +184,11 @@ def targets(bench: dict, nbs: pd.DataFrame | None = None, est: pd.DataFrame | No
         for r in (r for r in pc["qwen_shaped"] if r["blocks"] == 28):
             rows.append(target(f"frozen-prefix speed-up, Qwen3-0.6B-shaped (28 blocks), batch {r['batch']}", r["speedup"],
                                goals["qwen_cache_speedup"], True, "x", judged=r["batch"] == pc["pipeline_batch"]))
-    full = bench.get("notebooks", {}).get("full")
-    if full and full["book_build_seconds"] is not None:
-        one, per_nb = full.get("one_pass"), full["per_notebook"]
-        commits = sorted({t["git_commit"][:7] for t in per_nb.values() if t.get("git_commit")})
-        how = (f"sum of each notebook's last cold time + strict build; pages timed at {', '.join(commits)}"
-               if full.get("total_from_parts") else
-               f"every notebook cold + strict build, in one pass at {one['git_commit'][:7]}" if one else
-               "every notebook cold + strict build")
-        rows.append(target(f"whole full-profile book ({how})", full["total_seconds"] / 60,
-                           BOOK_MINUTES, False, "min", cause=book_cause(per_nb)))
+    if (book := cold_book(bench)) is not None:  # the book's one cold pass, never pages timed apart
+        segments = len(book["segments"])
+        how = f"one cold pass at {book['commit']} on {book['cpu']}, {segments} segment{'s' * (segments > 1)}"
+        rows.append(target(f"whole full-profile book ({how})", book["min"], BOOK_MINUTES, False, "min",
+                           cause=book_cause(bench["notebooks"]["full"]["per_notebook"])))
     nbs = notebooks(bench) if nbs is None else nbs
     rows += page_budgets(bench, est)
     if len(peaks := cold_peaks("full", bench)):

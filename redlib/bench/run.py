@@ -142,12 +142,10 @@ def profile_passes(profile: str, workdir: Path, passes: int, notebooks: list[str
 
 def update_pages(out: Path, profile: str, notebooks: list[str], cache: Path | None = None,
                  warm_from: Path | None = None, publish: bool = False) -> dict:
-    """Time some notebooks cold (one pass) and update only their entries in <out>/bench.json; the rest is kept.
-
-    The profile's total becomes the sum of its parts (every notebook's last cold time plus the build), flagged
-    `total_from_parts` unless this one pass ran every page and the build. Each page's entry is written as soon as it
-    has run, and the update lists the pages it completed. With `publish`, the pages are the published runs (see
-    `notebook_times`) and, when every page has run, the strict HTML build of the published book is timed too.
+    """Time some notebooks cold and update only their entries in <out>/bench.json; the rest is kept. Each page's
+    entry is written as soon as it has run, and the update lists the pages it completed. With `publish`, the book's
+    one cold pass (`publish_pass`): every page, published, then the build, resumable from `cache`; the cold book is
+    that pass, never a sum of pages timed apart.
     """
     path = out / "bench.json"
     if not path.exists():
@@ -173,19 +171,43 @@ def update_pages(out: Path, profile: str, notebooks: list[str], cache: Path | No
         update["completed"].append(name)
         path.write_text(json.dumps(jsonable(report), indent=2) + "\n")
 
+    if publish:
+        return publish_pass(path, report, profile, cache, record)
     with tempfile.TemporaryDirectory() as tmp:
-        notebook_times(profile, Path(tmp), notebooks, cache, warm_from, on_page=record, publish=publish)
-    if publish and set(update["completed"]) == set(NOTEBOOKS):
-        t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "redlib", "book", "--profile", profile, "--no-execute"],
-                       check=True, cwd=project_root(), capture_output=True)
-        block["book_build_seconds"] = time.perf_counter() - t
-        set_total()
-        block["total_from_parts"] = False  # every page and the build, cold, in this one pass at one commit
-        block["one_pass"] = {"git_commit": update["git_commit"], "at": update["at"]}
-        update["book_build_seconds"] = block["book_build_seconds"]
-        path.write_text(json.dumps(jsonable(report), indent=2) + "\n")
+        notebook_times(profile, Path(tmp), notebooks, cache, warm_from, on_page=record)
     return report
+
+
+def publish_pass(path: Path, report: dict, profile: str, cache: Path, record: Callable[[str, dict], None]) -> dict:
+    """The book's one cold pass (`cold_pass`): every page in the book's order, each the published run, then the
+    strict build, into `cache` (empty, or a stopped pass's to resume); each page's entry written as it finishes,
+    and the pass itself as `report["cold_pass"][profile]`."""
+    from . import cold_pass
+
+    run = cold_pass.begin(cache, profile, git_commit(), cold_pass.machine())
+    if not run["segments"] and profile == "full":  # a new pass: the ledger's verdicts before it, for its change table
+        from ..book import ledger
+
+        ledger.snapshot(project_root() / "results").to_csv(project_root() / "results" / "verdicts_before.csv",
+                                                           index=False)
+    report.setdefault("cold_pass", {})[profile] = run
+    with tempfile.TemporaryDirectory() as tmp, cold_pass.segment(cache, run) as seg:
+        for name in [n for n in NOTEBOOKS if n not in run["done"]]:
+            cold_pass.start_page(seg, name)
+            timing = notebook_times(profile, Path(tmp), [name], cache, publish=True)[name]
+            record(name, {**timing, "wall_seconds": cold_pass.end_page(cache, run, seg, name), "pass": "cold pass"})
+        if run["build_seconds"] is None:
+            run["build_seconds"] = report["notebooks"][profile]["book_build_seconds"] = build_seconds(profile)
+    path.write_text(json.dumps(jsonable(report), indent=2) + "\n")
+    return report
+
+
+def build_seconds(profile: str) -> float:
+    """The strict HTML build of the book as it stands in this checkout (nothing executed), timed."""
+    t = time.perf_counter()
+    subprocess.run([sys.executable, "-m", "redlib", "book", "--profile", profile, "--no-execute"],
+                   check=True, cwd=project_root(), capture_output=True)
+    return time.perf_counter() - t
 
 
 def book_build_seconds(workdir: Path) -> float:
@@ -230,13 +252,13 @@ def smoke_test_command(workdir: Path) -> dict:
 def profile_task1(profile: str, top: int = 15) -> str:
     """cProfile summary (cumulative time) of one Task 1 seed and split, cold cache, as text."""
     from ..core.store import Store
-    from ..experiments import ranges
+    from ..experiments import ranges, task1_addition
 
     cfg = Task1Config.from_params(profile=profile)
     bb = Backbone(cfg.backbone, cfg.k_trainable)
     with tempfile.TemporaryDirectory() as tmp:
         prof = cProfile.Profile()
-        prof.runcall(ranges.run, cfg, cfg.seed, cfg.settings[0], bb, Store(tmp))
+        prof.runcall(ranges.run, cfg, task1_addition.frames, cfg.seed, cfg.settings[0], bb, Store(tmp))
     buf = io.StringIO()
     pstats.Stats(prof, stream=buf).strip_dirs().sort_stats("cumulative").print_stats(top)
     return buf.getvalue()

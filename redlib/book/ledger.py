@@ -4,7 +4,8 @@ This is the only place a measurement becomes a verdict: the ledger page and each
 both call `verdict`. Verdicts come from the claim's kind, every one judged seed by seed: `value` (each seed, and
 each number of a per-range or per-case claim, within a tolerance of the paper's number), `order` (each compared
 pair decided the claimed way by paired seeds, a difference inside their spread being a tie), `bound` (each seed
-inside the stated range). A claim the setting cannot test (a tie at the ceiling) is "untestable here"; a quantity
+inside the stated range). A claim the setting cannot test is "untestable here": every value it compares at the
+ceiling, or an order whose only ties are between two sides at the ceiling (the ledger page states both); a quantity
 measured on other hardware and another backbone than the paper's is "not comparable" (our figure still shown); a
 claim no notebook measured yet is "not measured", never blank.
 """

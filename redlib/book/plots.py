@@ -386,15 +386,3 @@ def training_tables(t: dict[str, pd.DataFrame], by: tuple[str, ...] = ("run", "s
     seconds = (seconds.groupby("run", sort=False).mean(numeric_only=True).drop(columns="seed") if "run" in by
                else seconds.mean(numeric_only=True).drop("seed").to_frame("seconds"))
     display(styled(seconds, precision=1, caption=f"Seconds{per}, mean over seeds"))
-
-
-def dependence(df: pd.DataFrame, x: str, methods: tuple[str, ...], title: str):
-    """Each method's accuracy (one marker per run) against `x`, one colour per method."""
-    long = df.melt(id_vars=[x, "stage 1 at"], value_vars=list(methods), var_name="method", value_name="accuracy")
-    fig, ax = plt.subplots(figsize=(6.4, 3.6))
-    sns.scatterplot(long, x=x, y="accuracy", hue="method", style="stage 1 at", s=70, ax=ax)
-    ax.set(title=title, ylim=(-0.03, 1.03))
-    ax.locator_params(axis="x", nbins=5)  # few ticks: losses print with several digits
-    ax.legend(loc="center left", bbox_to_anchor=(1.02, 0.5), frameon=False, fontsize=LEGEND_PT)
-    fig.tight_layout()
-    return check(fig)

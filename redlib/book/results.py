@@ -112,6 +112,7 @@ def machine() -> dict[str, Any]:
     return {
         "platform": platform.platform(),
         "processor": platform.machine(),
+        "cpu_model": kernels.cpu_model(),
         "cpu_count": os.cpu_count(),
         "torch_threads": torch.get_num_threads(),
         "stage_threads": parallel.STAGE_THREADS,  # the small RED stages' own, in the page and its workers

@@ -84,6 +84,9 @@ class RangeTaskConfig:
     extension_seeds: int = param(1, "seeds each extension setting runs (the claims' setting runs n_seeds)")
     split_seeds: int | None = param(None, "seeds the other split runs, with the claims' number format (an extension "
                                           "where the split leaves room to rank the methods)")
+    variant_seeds: int = param(1, "seeds (the first ones) on which the variant methods train: the released code's "
+                                  "logit experts and their MoE gate, joint stage 4, the global head on all of train; "
+                                  "labelled extensions no verdict reads (0: none)")
 
     SIZES: ClassVar[dict[str, tuple[int, int, int]]] = SIZES
     SEED_DATA: ClassVar[str] = "each seed its own data"
@@ -94,7 +97,14 @@ class RangeTaskConfig:
             raise ParameterError(f"parameter 'k_trainable' must be >= 0, got {self.k_trainable}")
         optional = [n for n in ("split_seeds",) if getattr(self, n) is not None]  # None: `extension_seeds`
         self.require_positive("extension_seeds", *optional)
-        self.require_at_most(MAX_SEEDS, "extension_seeds", *optional)
+        self.require_at_most(MAX_SEEDS, "extension_seeds", "variant_seeds", *optional)
+        if self.variant_seeds < 0:
+            raise ParameterError(f"parameter 'variant_seeds' must be >= 0 (0: no variant methods), "
+                                 f"got {self.variant_seeds}")
+
+    def variants_on(self, seed: int) -> bool:
+        """Whether the variant methods train on `seed`: on the first `variant_seeds` seeds only."""
+        return seed - self.seed < self.variant_seeds
 
     @classmethod
     def extension_forms(cls) -> list[str]:

@@ -28,9 +28,10 @@ class RedConfig(ExperimentConfig):
     backbone_epochs: int | None = param(None, "cap for stage 1 (the paper: 60)")
     backbone_patience: int | None = param(None, "early-stopping patience of stage 1 (the paper: 3): enough that a "
                                                 "plateau does not end it")
-    precision: str = param("fp32", "stage 1's arithmetic: {choices} (bf16 autocast over the encoder's trainable blocks "
-                                   "and the head, fp32 weights and AdamW; the paper trained its backbone stage in mixed "
-                                   "precision)")
+    precision: str | None = param(None, "stage 1's arithmetic: {choices} (bf16 autocast over the encoder's trainable "
+                                        "blocks and the head, fp32 weights and AdamW; the paper trained its backbone "
+                                        "stage in mixed precision; the published default decided by "
+                                        "`bench --precision`'s rule)")
     head_lr: float = param(1e-4, "AdamW lr of every expert, router and residual (the paper: 1e-4)")
     expert_hidden: int = param(0, "hidden width of the classifier experts (0: the paper's linear expert d -> C)")
     router_hidden: int = param(256, "hidden width of the two-layer router (the paper: 256)")
@@ -78,7 +79,14 @@ class RedConfig(ExperimentConfig):
     def stage1_config(self, seed: int, lr: float) -> TrainConfig:
         """Stage 1's fit settings: the shared knobs at `lr`, capped at `backbone_epochs`, with `backbone_patience`."""
         tc = self.fit_config(seed, "stage 1: encoder top + head", lr, self.backbone_epochs)
-        return replace(tc, patience=self.backbone_patience or self.patience, precision=self.precision)
+        # a config without profile values for it (the pipeline's own, in tests) trains stage 1 in fp32
+        return replace(tc, patience=self.backbone_patience or self.patience, precision=self.precision or "fp32")
+
+    def variants_on(self, seed: int) -> bool:
+        """Whether the variant methods (the released code's logit experts and their MoE gate, joint stage 4, the global
+        head on all of train) train on `seed`: here on every seed (MNIST judges the code's forms as its alternative);
+        the range pages train them on their first `variant_seeds` seeds."""
+        return True
 
     def rank(self, d: int) -> int:
         """The residual rank r = d / rank_divisor (at least 1)."""
@@ -99,9 +107,16 @@ def _listed(value: list | str | None) -> list[str]:
 def upgraded(params: Mapping[str, Any]) -> dict[str, Any]:
     """Recorded parameters in today's names: a run from before `extensions` recorded its extensions as five switches
     (the other split in `splits_reported`, `digits_variant_on`, Task 2's `mix_variant`, the step decomposition's
-    `attribution`, MNIST's `crossed_splits`); they become the one list, as that run would pass it now."""
+    `attribution`, MNIST's `crossed_splits`); they become the one list, as that run would pass it now. A RED page's
+    run from before `precision` trained stage 1 in fp32, and a range page's from before `variant_seeds` trained the
+    variant methods on every seed: recorded as such."""
+    params = dict(params)
+    if "head_lr" in params:  # a RED page's run
+        params.setdefault("precision", "fp32")
+        if "split_seeds" in params:  # a range page's
+            params.setdefault("variant_seeds", params.get("n_seeds") or 1)
     if not any(k in params for k in LEGACY_EXTENSIONS):
-        return dict(params)
+        return params
     split, reported = params.get("split", "iid"), _listed(params.get("splits_reported"))
     ext = [s for s in reported if s != split] + [f"digits:{s}" for s in _listed(params.get("digits_variant_on"))
                                                  if s in reported or s == split]

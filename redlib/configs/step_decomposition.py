@@ -27,11 +27,11 @@ class DecompositionConfig(MixedTaskConfig, RangeTaskConfig, RedConfig):
     NOTEBOOK: ClassVar[str] = "step_decomposition"
     KEY: ClassVar[str] = "sd"  # its stage-cache namespace ("sd/"), claim ids ("sd.") and glued values ("sd_")
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
-                  "backbone_patience": 3, "split_seeds": 1, "op_samples": 1000, "tagger_epochs": 3,
-                  "tagger_samples": 2000, "extensions": ["isolated", "attribution"]},
-        "full": {"double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
-                 "split_seeds": 1, "op_samples": 20_000, "tagger_epochs": 10,
+        "smoke": {"precision": "fp32", "double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3,
+                  "backbone_epochs": 2, "backbone_patience": 3, "split_seeds": 1, "op_samples": 1000,
+                  "tagger_epochs": 3, "tagger_samples": 2000, "extensions": ["isolated", "attribution"]},
+        "full": {"precision": "bf16", "double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150,
+                 "backbone_epochs": 150, "split_seeds": 1, "op_samples": 20_000, "tagger_epochs": 10,
                  "tagger_samples": 4000, "extensions": ["isolated", "attribution"]},
     }
 

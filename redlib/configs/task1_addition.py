@@ -29,10 +29,11 @@ class Task1Config(RangeTaskConfig, RedConfig):
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**RedConfig.CHOICES, **range_choices(("iid", "pairs")),
                                                        "data_source": DATA_SOURCES}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
-                  "backbone_patience": 3, "split_seeds": 1, "extensions": ["pairs", "digits:pairs"]},
-        "full": {"double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
-                 "split_seeds": 3, "extensions": ["pairs", "digits:pairs"]},
+        "smoke": {"precision": "fp32", "double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3,
+                  "backbone_epochs": 2, "backbone_patience": 3, "split_seeds": 1,
+                  "extensions": ["pairs", "digits:pairs"]},
+        "full": {"precision": "bf16", "double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150,
+                 "backbone_epochs": 150, "split_seeds": 3, "extensions": ["pairs", "digits:pairs"]},
     }
 
     def check(self) -> None:

@@ -42,10 +42,11 @@ class Task2Config(MixedTaskConfig, RangeTaskConfig, RedConfig):
     KEY: ClassVar[str] = "t2"  # its stage-cache namespace ("t2/"), claim ids ("t2.") and glued values ("t2_")
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3, "backbone_epochs": 2,
-                  "backbone_patience": 3, "split_seeds": 1, "extensions": ["isolated", "mix:50/50"]},
-        "full": {"double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150, "backbone_epochs": 150,
-                 "split_seeds": 1, "extensions": ["isolated", "mix:50/50"]},
+        "smoke": {"precision": "fp32", "double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3,
+                  "backbone_epochs": 2, "backbone_patience": 3, "split_seeds": 1,
+                  "extensions": ["isolated", "mix:50/50"]},
+        "full": {"precision": "bf16", "double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150,
+                 "backbone_epochs": 150, "split_seeds": 1, "extensions": ["isolated", "mix:50/50"]},
     }
 
     @classmethod

@@ -21,15 +21,15 @@ from ..configs.ranges import RangeTaskConfig
 Tables = dict[str, pd.DataFrame]
 
 
-def run_all(cfg: RangeTaskConfig, bb: Backbone, store: Store, title: str, evaluate: Callable[[RangeRun], Tables],
-            extra: Tables | None = None) -> tuple[Tables, dict[str, RangeRun]]:
-    """Every seed and setting of a Task 1 / Task 2 page, each run scored by `evaluate`: the stacked tables (then
-    `extra`) and each setting's first run by its label, the claims' setting first (for the figures: a page at the
-    ceiling in the claims' setting shows one with room to rank)."""
-    stage1_runs.train_page(cfg, bb, store)
+def run_all(cfg: RangeTaskConfig, frames: ranges.Frames, bb: Backbone, store: Store, title: str,
+            evaluate: Callable[[RangeRun], Tables], extra: Tables | None = None) -> tuple[Tables, dict[str, RangeRun]]:
+    """Every seed and setting of a Task 1 / Task 2 page on its `frames`, each run scored by `evaluate`: the stacked
+    tables (then `extra`) and each setting's first run by its label, the claims' setting first (for the figures: a
+    page at the ceiling in the claims' setting shows one with room to rank)."""
+    stage1_runs.train_page(cfg, frames, bb, store)
     tables, firsts = [], {}
     for st, s in ranges.every_run(cfg, title):
-        run = ranges.run(cfg, s, st, bb, store)
+        run = ranges.run(cfg, frames, s, st, bb, store)
         tables.append(evaluate(run))  # right after the run: bb holds this run's trained blocks
         firsts.setdefault(st.label, run)
     return ranges.stack(tables) | (extra or {}), firsts

@@ -28,12 +28,16 @@ def near_miss_words(overall: pd.DataFrame, method: str) -> str:
 
 def overall_summary(overall: pd.DataFrame, prefix: str, extra: tuple[str, ...] = ()) -> pd.DataFrame:
     """Mean and sd over seeds of accuracy, macro-F1 and boundary accuracy (and `extra` columns, a subset's
-    "<name>_accuracy" shown as "<name>") per setting and method, beside the paper's."""
+    "<name>_accuracy" shown as "<name>") per setting and method, beside the paper's; with a `seeds` column where a
+    setting's methods ran on different numbers of seeds (the variant methods train on the first only)."""
     paper = load_claims()
-    summary = overall.groupby(["run", "method"], sort=False)[["accuracy", "macro_f1", "boundary_accuracy", *extra]].agg(
-        ["mean", "std"])
+    by = overall.groupby(["run", "method"], sort=False)
+    summary = by[["accuracy", "macro_f1", "boundary_accuracy", *extra]].agg(["mean", "std"])
     summary.columns = [f"{m.removesuffix('_accuracy') if m in extra else m} {'sd' if s == 'std' else s}"
                        for m, s in summary.columns]
+    seeds = by["seed"].nunique()
+    if (seeds.groupby(level=0).nunique() > 1).any():
+        summary.insert(0, "seeds", seeds)
     for col, suffix in (("paper accuracy", "acc"), ("paper macro-F1", "f1")):
         summary[col] = [paper.get(f"{prefix}.{PAPER_KEYS.get(m, '-')}.{suffix}", {}).get("paper") for _, m in summary.index]
     return summary.dropna(axis=1, how="all")

@@ -7,10 +7,8 @@ and a number format. Tables carry the setting's label in a `run` column.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from types import ModuleType
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pandas as pd
@@ -18,7 +16,7 @@ import torch
 from tqdm import tqdm
 
 from ..core import measure
-from ..core.claims import load_claims, pair_outcome, seeds_words, small
+from ..core.claims import load_claims, pair_outcome, seed_list, seeds_words, small
 from ..core.metrics import confusion
 from ..core.runtime import resolve_device
 from ..core.store import Store
@@ -40,33 +38,23 @@ METHOD_KEYS = {"red": "RED", "moe": "softmax MoE", "global": "global head", "uni
                "oracle": "oracle experts", "red_true": "RED (true range)", "red_code": "RED code variant",
                "red_stage4": "RED stage 4", "moe_shared": "softmax MoE (RED's router)",
                "global_all": "global head (all of train)", "moe_code": methods.CODE_MOE}
+# the variant methods (trained on the first `variant_seeds` seeds only): their glue keys, and their names in words
+VARIANTS = {"red_code": "the code's logit form of RED", "red_stage4": "RED tuned jointly (stage 4)",
+            "global_all": "the global head on all of train", "moe_code": "the released code's MoE (a gate over its "
+                                                                          "logit experts)"}
 NEAR = 2  # an error within this many of the true answer is a near miss
 
 
 Domain = tuple[str, list[str], str]  # the frames' domain column, the domains' names, what tables call a domain
+# a range page's data: (config, seed, setting) -> its sample frames per split and what determined them (part of every
+# cache key); each page module has one (`task1_addition.frames`, ...) and hands it to what runs the page
+Frames = Callable[[Any, int, Setting], tuple[dict[str, pd.DataFrame], dict]]
 RANGES: Domain = ("range", list(RANGE_NAMES), "range")
 
 
-def page_module(cfg: RangeTaskConfig) -> ModuleType:
-    """The page's own module, named as its notebook (`experiments/<NOTEBOOK>.py`): it draws the page's data."""
-    return importlib.import_module(f"{__package__}.{cfg.NOTEBOOK}")
-
-
-def frames(cfg: RangeTaskConfig, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
-    """The page's sample frames for one seed and setting, and what determined them (part of every cache key), drawn
-    by its module's `frames`."""
-    return page_module(cfg).frames(cfg, seed, setting)
-
-
-def stage1_data(cfg: RangeTaskConfig, seed: int, setting: Setting) -> tuple[str, dict[str, pd.DataFrame], dict, Domain]:
-    """What one stage-1 run of the page trains on: its cache namespace, sample frames, their key and domains (the
-    page module's own `stage1_data` where it has one)."""
-    own = getattr(page_module(cfg), "stage1_data", None)
-    return own(cfg, seed, setting) if own else (cfg.KEY, *frames(cfg, seed, setting), RANGES)
-
-
-def seen_share(cfg: RangeTaskConfig, setting: Setting) -> float:
-    """The share of test inputs (first seed) whose text train also holds: what the test re-asks."""
+def seen_share(cfg: RangeTaskConfig, frames: Frames, setting: Setting) -> float:
+    """The share of test inputs (first seed) whose text train also holds: what the test re-asks (`frames`: the
+    page's)."""
     parts = frames(cfg, cfg.seed, setting)[0]
     return float(parts["test"]["text"].isin(set(parts["train"]["text"])).mean())
 
@@ -93,6 +81,25 @@ def paired_gap(acc: pd.DataFrame, a: str = "RED", b: str = "softmax MoE") -> str
     spread = f" ± {small(sd)}"
     rule = {"above": f"{a} ahead", "below": f"{b} ahead", "tie": "a tie"}[outcome]
     return f"{small(gap, sign=True)}{spread} over {seeds_words(len(acc))}, {rule} by the ledger's rule"
+
+
+def method_glue(prefix: str, acc: pd.Series) -> dict[str, float]:
+    """The mean accuracy of each method scored on every seed (`acc`: method -> mean), glued as `<prefix>_<key>`; the
+    variant methods go into `variant_words` instead."""
+    return {f"{prefix}_{key}": acc[m] for key, m in METHOD_KEYS.items() if m in acc and key not in VARIANTS}
+
+
+def variant_words(cfg: RangeTaskConfig, overall: pd.DataFrame) -> str:
+    """The variant methods' test accuracy in one setting (`overall`: its rows), on the seeds they trained on, in
+    words."""
+    seeds = [s for s in cfg.seeds if cfg.variants_on(s)]
+    if not seeds:
+        return "not run (`-p variant_seeds 1` trains them on the first seed)"
+    acc = overall[overall["seed"].isin(seeds)].groupby("method")["accuracy"].mean()
+    shown = ", ".join(f"{words} {acc[METHOD_KEYS[key]]:.3f}" for key, words in VARIANTS.items()
+                      if METHOD_KEYS[key] in acc)
+    where = "on every seed" if len(seeds) == len(cfg.seeds) else f"on {seed_list(seeds)} only"
+    return f"{shown} ({where}; labelled extensions no verdict reads, `-p variant_seeds N` sets on how many seeds)"
 
 
 def every_run(cfg: RangeTaskConfig, title: str) -> Iterator[tuple[Setting, int]]:
@@ -141,15 +148,17 @@ class RangeRun:
 
 
 def run_on(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: dict[str, pd.DataFrame], key: dict,
-           bb: Backbone, store: Store, domain: Domain = RANGES, lrs: dict[str, float] | None = None) -> RangeRun:
-    """Every pipeline stage on these frames for one seed and setting (cached stages load), the small stages at `lrs`."""
+           bb: Backbone, store: Store, domain: Domain = RANGES, lrs: dict[str, float] | None = None,
+           variants: bool | None = None) -> RangeRun:
+    """Every pipeline stage on these frames for one seed and setting (cached stages load), the small stages at `lrs`,
+    the variant methods' where `variants` (None: where the config trains them)."""
     data, texts = task_data(namespace, frames, key, domain)
     encoder = TextEncoder(bb, texts, store, namespace)
-    return RangeRun(setting, run_red(cfg, data, encoder, store, seed, lrs), frames, encoder)
+    return RangeRun(setting, run_red(cfg, data, encoder, store, seed, lrs, variants), frames, encoder)
 
 
-def run(cfg: RangeTaskConfig, seed: int, setting: Setting, bb: Backbone, store: Store) -> RangeRun:
-    """A range task's every stage for one seed and setting (cached stages load)."""
+def run(cfg: RangeTaskConfig, frames: Frames, seed: int, setting: Setting, bb: Backbone, store: Store) -> RangeRun:
+    """A range task's every stage for one seed and setting on the page's `frames` (cached stages load)."""
     return run_on(cfg, cfg.KEY, seed, setting, *frames(cfg, seed, setting), bb, store)
 
 
@@ -209,10 +218,20 @@ def with_extensions(main: dict[str, dict], others: dict[Setting, dict[str, dict]
     return main
 
 
+def on_every_seed(overall: pd.DataFrame, names: list[str]) -> list[str]:
+    """Those of `names` scored on every seed of `overall` (one setting's rows): not the variant methods, where they
+    trained on fewer seeds (a labelled extension no claim reads)."""
+    seeds = overall.groupby("method")["seed"].nunique()
+    return [m for m in names if seeds.get(m, 0) == overall["seed"].nunique()]
+
+
 def confusions(r: RangeRun, overall: pd.DataFrame) -> dict[str, pd.DataFrame]:
-    """Confusion matrices (true vs predicted answer) of the best and the worst deployable method on one run's test part."""
+    """Confusion matrices (true vs predicted answer) of the best and the worst deployable method on one run's test
+    part, among the methods scored on every seed."""
     preds = methods.predict(r.red)
-    mine = (overall["run"] == r.setting.label) & ~overall["method"].isin(NOT_DEPLOYABLE)
+    here = overall[overall["run"] == r.setting.label]
+    every = on_every_seed(here, list(here["method"].unique()))
+    mine = (overall["run"] == r.setting.label) & ~overall["method"].isin(NOT_DEPLOYABLE) & overall["method"].isin(every)
     acc = overall[mine].groupby("method")["accuracy"].mean()
     acc = acc[[m for m in overall["method"].unique() if m in acc.index]]
     y_true, answers = r.frames["test"]["label"].to_numpy() + MIN_SUM, list(range(MIN_SUM, MIN_SUM + N_CLASSES))

@@ -27,12 +27,13 @@ from ..models.backbone import Backbone
 from ..red import methods, perturbation
 from ..red.encoders import Encoder
 from ..red.pipeline import RedConfig, RedRun, retrain_experts, retrain_residuals, router_over, run_red
-from . import mnist_label5, ranges
+from . import mnist_label5, ranges, task1_addition, task2_mixed
 from ..configs.ranges import Setting
 
 ROUTED = ("RED", "softmax MoE", "softmax MoE (RED's router)")  # methods whose gate the perturbations hit
 REFERENCE = ("uniform averaging", "global head")  # routing-free references
 T1, T2, MN = Task1Config.KEY, Task2Config.KEY, MnistConfig.KEY  # the source pages, by their keys
+FRAMES = {T1: task1_addition.frames, T2: task2_mixed.frames}  # the range pages' data
 TASKS = {T1: "Task 1", T2: "Task 2", MN: "MNIST"}
 
 
@@ -54,7 +55,7 @@ def load(cfg: RobustnessConfig, task: str, seed: int, store: Store, bb: Backbone
     if task == MN:
         data, enc = mnist_label5.task(src, digits if digits is not None else mnist_label5.load(src, seed), seed)
         return Loaded(task, src, run_red(src, data, enc, store, seed), enc)
-    rr = ranges.run(src, seed, Setting(src.split), bb, store)
+    rr = ranges.run(src, FRAMES[task], seed, Setting(src.split), bb, store)
     return Loaded(task, src, rr.red, rr.encoder, rr)
 
 

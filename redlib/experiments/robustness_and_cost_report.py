@@ -9,7 +9,8 @@ import pandas as pd
 
 from ..configs.robustness_and_cost import RobustnessConfig
 from ..core import measure
-from ..core.claims import load_claims, order_verdict, rate, seed_list, seeds_words, small, verdict_keys
+from ..core.claims import (load_claims, order_verdict, rate, seed_list, seeds_words, small, untestable,
+                           verdict_keys)
 from ..core.settings import ended_at_cap
 from ..red import methods, perturbation
 from ..red.cost import PAPER_FORMULA
@@ -91,12 +92,28 @@ def has_code_moe(nr: pd.DataFrame) -> bool:
     return all(((nr["task"] == task) & (nr["method"] == methods.CODE_MOE)).any() for task in DROP_KEYS.values())
 
 
+def moves(x: float) -> str:
+    """How far a largest change went, in words: "not at all" for none (never "at most 0"), else "by at most 0.012"."""
+    return "not at all" if x == 0 else f"by at most {small(x)}"
+
+
+def code_moe_drops(nr: pd.DataFrame) -> str:
+    """RED minus the released code's MoE on each task, paired by seed on the seeds its variants trained on."""
+    if not has_code_moe(nr):
+        return "not run"
+    drop = _drop(nr, methods.CODE_MOE)
+    n, every = len(drop["per_seed"]), nr["seed"].nunique()
+    return ", ".join(f"{small(drop['value'][key], sign=True)} ({task})" for key, task in DROP_KEYS.items()) + (
+        f" (on {seeds_words(n)} of {every}, where the variants trained)" if n < every else "")
+
+
 def _drop(nr: pd.DataFrame, other: str) -> dict[str, Any]:
     """RED's accuracy minus `other`'s on each task, paired by seed: value (means) and per seed, keyed as the claim."""
     wide = {key: nr[nr["task"] == task].pivot_table(index="seed", columns="method", values="accuracy")
             for key, task in DROP_KEYS.items()}
-    diff = {key: w["RED"] - w[other] for key, w in wide.items()}
-    seeds = diff["task1_drop"].index
+    # paired by seed, on the seeds that scored `other` (the released code's MoE: the seeds its variants trained on)
+    diff = {key: (w["RED"] - w[other]).dropna() for key, w in wide.items()}
+    seeds = diff["task1_drop"].index.intersection(diff["task2_drop"].index)
     return {"value": {k: float(v.mean()) for k, v in diff.items()},
             "per_seed": [{k: float(v.loc[s]) for k, v in diff.items()} for s in seeds]}
 
@@ -182,14 +199,16 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
                 f"rb_{k}_strongest": "; ".join(f"{kind} RED {e[(kind, 'RED')]:.3f} vs MoE {e[(kind, 'softmax MoE')]:.3f}"
                                                for kind in perturbation.PERTURBATIONS),
                 f"rb_{k}_strongest_global": e[("flattened", "global head")],
-                f"rb_{k}_removal": small(val["removal: largest change on other domains"]),
-                f"rb_{k}_moe_removal": small(entry["moe_removal"]),
-                f"rb_{k}_replacement": small(val["replacement: largest change on other domains"]),
-                f"rb_{k}_moe_replacement": small(entry["moe_replacement"]),
+                f"rb_{k}_removal": moves(val["removal: largest change on other domains"]),
+                f"rb_{k}_moe_removal": moves(entry["moe_removal"]),
+                f"rb_{k}_replacement": moves(val["replacement: largest change on other domains"]),
+                f"rb_{k}_moe_replacement": moves(entry["moe_replacement"]),
                 f"rb_{k}_without_last": add[add["domain"] == add["domain"].iloc[-1]]["accuracy"].mean(),
-                f"rb_{k}_addition": small(val["addition: largest difference to all at once"]),
+                f"rb_{k}_addition": moves(val["addition: largest difference to all at once"]),
                 f"rb_{k}_identical": "yes" if entry["identical_after_addition"] else "no",
-                f"rb_{k}_plug_in": order_verdict(entry["per_seed"], entry["mean_holds"])}
+                # the ledger's rule (its verdict of the claim, on Task 1): at the ceiling a change cannot show
+                f"rb_{k}_plug_in": ("untestable here" if untestable(entry)
+                                    else order_verdict(entry["per_seed"], entry["mean_holds"]))}
     bnd = t["boundary"].groupby("method")["boundary_accuracy"].mean()
     rk = t["rank"].groupby(["task", "rank divisor"])["accuracy"].mean()
     nr = t["no_residual"].groupby(["task", "method"])["accuracy"].mean()
@@ -204,8 +223,7 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
            (("t1", "Task 1"), ("t2", "Task 2"))},
         **{f"rb_{k}_red_minus_moe": small(nr[(task, "RED")] - nr[(task, "softmax MoE")], sign=True) for k, task in
            (("t1", "Task 1"), ("t2", "Task 2"))},
-        "rb_code_moe_drops": ", ".join(f"{small(nr[(task, 'RED')] - nr[(task, methods.CODE_MOE)], sign=True)} ({task})" for task in
-                                       ("Task 1", "Task 2")) if has_code_moe(t["no_residual"]) else "not run",
+        "rb_code_moe_drops": code_moe_drops(t["no_residual"]),
         "rb_paper_t1_drop": paper["abl.no_residual"]["paper"]["task1_drop"],
         "rb_paper_t2_drop": paper["abl.no_residual"]["paper"]["task2_drop"],
         "rb_qwen_share": qwen["RED share of backbone"],

@@ -44,27 +44,29 @@ def page_runs(cfg: RangeTaskConfig) -> list[Stage1Run]:
     return [(st, seed, cfg.lr) for st in cfg.settings for seed in cfg.seeds_for(st)]
 
 
-def train_page(cfg: RangeTaskConfig, bb: Backbone, store: Store) -> None:
-    """The page's stage-1 runs side by side, before its loop loads them."""
-    train_side_by_side(cfg, page_runs(cfg), bb, store)
+def train_page(cfg: RangeTaskConfig, frames: ranges.Frames, bb: Backbone, store: Store) -> None:
+    """The page's stage-1 runs (on its `frames`) side by side, before its loop loads them."""
+    train_side_by_side(cfg, frames, page_runs(cfg), bb, store)
 
 
-def train_side_by_side(cfg: RangeTaskConfig, runs: list[Stage1Run], bb: Backbone, store: Store) -> None:
+def train_side_by_side(cfg: RangeTaskConfig, frames: ranges.Frames, runs: list[Stage1Run], bb: Backbone,
+                       store: Store) -> None:
     """Train the runs whose stage 1 the cache does not hold, side by side in worker processes (on CPU, with more than
     one worker and more than one such run); each data set's frozen-prefix states are computed here first, once."""
     workers = parallel.worker_count()
     if workers <= 1 or bb.device.type != "cpu":
         return
     datasets: dict[tuple, tuple] = {}  # one per data set: the runs of a seed and data setting share it
-    todo = [run for run in runs if not _stages(cfg, run, bb, store, datasets).stage1_cached()]
+    todo = [run for run in runs if not _stages(cfg, frames, run, bb, store, datasets).stage1_cached()]
     if len(todo) < 2 or not fits_in_memory([enc.prefix_bytes for _, enc in datasets.values()], workers):
         return
     for _, enc in datasets.values():
         enc.prefix  # noqa: B018 - computed and cached here, not by two workers at once
         enc.release()
-    spans = parallel.map_pieces(_train, cfg, todo, store, workers, "stage-1 runs", threads=THREADS or torch.get_num_threads())
+    spans = parallel.map_pieces(_train, (cfg, frames), todo, store, workers, "stage-1 runs",
+                                threads=THREADS or torch.get_num_threads())
     for run, share in zip(todo, overlap_shares(spans)):
-        st = _stages(cfg, run, bb, store, datasets)
+        st = _stages(cfg, frames, run, bb, store, datasets)
         store.restate_seconds(st.kind("stage1"), st.stage1_key(), share)
 
 
@@ -89,24 +91,25 @@ def overlap_shares(spans: list[tuple[float, float]]) -> list[float]:
     return shares
 
 
-def _stages(cfg: RangeTaskConfig, run: Stage1Run, bb: Backbone, store: Store,
+def _stages(cfg: RangeTaskConfig, frames: ranges.Frames, run: Stage1Run, bb: Backbone, store: Store,
             datasets: dict[tuple, tuple] | None = None) -> Stages:
-    """The stages of one run (stage 1 at its rate) on its data set and encoder, made once per data set in `datasets`."""
+    """The stages of one run (stage 1 at its rate) on its data set (the page's `frames`) and encoder, made once per
+    data set in `datasets`."""
     setting, seed, lr = run
     datasets = {} if datasets is None else datasets
     which = (setting.split, setting.number_format, seed)
     if which not in datasets:
-        namespace, frames, key, domain = ranges.stage1_data(cfg, seed, setting)
-        data, texts = ranges.task_data(namespace, frames, key, domain)
-        datasets[which] = data, TextEncoder(bb, texts, store, namespace)
+        data, texts = ranges.task_data(cfg.KEY, *frames(cfg, seed, setting))
+        datasets[which] = data, TextEncoder(bb, texts, store, cfg.KEY)
     data, enc = datasets[which]
     return Stages(cfg, data, enc, store, seed, lrs={"stage1": lr})
 
 
-def _train(cfg: RangeTaskConfig, run: Stage1Run, store: Store) -> tuple[float, float]:
+def _train(page: tuple[RangeTaskConfig, ranges.Frames], run: Stage1Run, store: Store) -> tuple[float, float]:
     """In a worker: train one run's stage 1 into the shared cache (only what it computed is this piece's event); the
-    clock times its training started and ended."""
-    st = _stages(cfg, run, ranges.backbone(cfg), store)
+    clock times its training started and ended. `page`: the page's config and frames."""
+    cfg, frames = page
+    st = _stages(cfg, frames, run, ranges.backbone(cfg), store)
     st.encoder.prefix  # noqa: B018 - its data set's prefix, loaded before the clock starts
     start = time.time()
     st.base()

@@ -45,12 +45,6 @@ PAPER_KEYS = {"RED": "red", "softmax MoE": "moe", "AllFix (equal weights)": "all
 Program = tuple[list[int], str]  # operands in slot order, operators of steps 1..k
 
 
-def stage1_data(cfg: DecompositionConfig, seed: int, setting: Setting) -> tuple[str, dict[str, pd.DataFrame], dict,
-                                                                           ranges.Domain]:
-    """Stage 1 here trains on the op experts' single steps (`_ops_data`), not on the programs."""
-    return (cfg.KEY, *_ops_data(cfg, seed, setting), OPS_DOMAIN)
-
-
 def op_frames(cfg: DecompositionConfig, seed: int, number_format: str) -> dict[str, pd.DataFrame]:
     """Single-step samples per operation (train, val: drawn from every possible step) and every step once (test)."""
     pool = step_pairs()
@@ -74,10 +68,10 @@ OPS_DOMAIN = ("domain", ["add", "subtract"], "op")
 
 
 def train_ops(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store,
-              lrs: dict[str, float] | None = None) -> ranges.RangeRun:
+              lrs: dict[str, float] | None = None, variants: bool | None = None) -> ranges.RangeRun:
     """The op experts' pipeline run (cached stages load); its test part holds every possible step once."""
     frames, key = _ops_data(cfg, seed, setting)
-    return ranges.run_on(cfg, cfg.KEY, seed, setting, frames, key, bb, store, OPS_DOMAIN, lrs)
+    return ranges.run_on(cfg, cfg.KEY, seed, setting, frames, key, bb, store, OPS_DOMAIN, lrs, variants)
 
 
 # the attribution's rates (stage 1, small stages): 1e-3 is where our earlier learning-rate grid put both, 1e-4 the paper's
@@ -88,7 +82,9 @@ STAGE_KINDS_SMALL = [k for k in RED_KINDS if k not in ("prefix", "stage1", "feat
 def attribution(cfg: DecompositionConfig, bb: Backbone, store: Store) -> pd.DataFrame:
     """The 2x2 on the first seed of the claims' setting: stage 1 at each rate x every small stage at each rate (each
     stage under the config's convergence rule), and how each routing executes the true programs over those op
-    experts. One row per cell; the cell at the config's own rates is the claims' run, loaded from the cache."""
+    experts. One row per cell; the cell at the config's own rates is the claims' run, loaded from the cache. A cell
+    trains only what it reads: no variant method (the code's logit experts and gate, stage 4, the head on all of
+    train)."""
     main, seed = cfg.settings[0], cfg.seed
     test = make_task2(spec_for(cfg, seed, main))["test"]
     truth = list(zip(test["operands"], test["ops"]))
@@ -96,7 +92,7 @@ def attribution(cfg: DecompositionConfig, bb: Backbone, store: Store) -> pd.Data
     for stage1_lr in ATTRIBUTION_RATES:
         for small_lr in ATTRIBUTION_RATES:
             lrs = {kind: small_lr for kind in STAGE_KINDS_SMALL} | {"stage1": stage1_lr}
-            ops = train_ops(cfg, seed, main, bb, store, lrs)
+            ops = train_ops(cfg, seed, main, bb, store, lrs, variants=False)  # only what the attribution reads
             answers = execute(ops, truth, main.number_format)
             stage1 = next(e for e in ops.red.epochs if e["stage"] == "stage 1")
             single = ranges.evaluate(ops)["overall"].set_index("method")["accuracy"]

@@ -23,7 +23,7 @@ from ..configs.task1_addition import Task1Config
 from ..tasks.arithmetic import N_CLASSES, NUMBER_FORMATS, RANGE_NAMES, TEMPLATES, Task1Spec, format_numbers
 from ..tasks.arithmetic_data import make_task1
 from . import range_tables, ranges
-from .ranges import METHOD_KEYS, NEAR, NOT_DEPLOYABLE, ORDER
+from .ranges import NEAR, NOT_DEPLOYABLE, ORDER
 
 # The paper's case study (section 4.11, from ../shared/paper/results_4.6-4.12_digest.md): each query with the
 # routing weights over R1-R5 and the answer the paper reports for its RED model (the paper's numbers, not ours).
@@ -111,7 +111,7 @@ def _measured(cfg: Task1Config, t: dict[str, pd.DataFrame], st: Setting) -> dict
     out, m = ranges.measured(cfg.KEY, t, st, {"data_source": cfg.data_source, "backbone": cfg.backbone})
     ov, acc, ranges_of, common = m["overall"], m["acc"], m["ranges"], m["common"]
     seeds = list(acc.index)
-    deployable = [x for x in ov["method"].unique() if x not in NOT_DEPLOYABLE]
+    deployable = ranges.on_every_seed(ov, [x for x in ov["method"].unique() if x not in NOT_DEPLOYABLE])
     out["t1.red.all_ranges_high"] = measure.bound(
         [min(r) for r in ranges_of("RED")], 0.80, 1.0, measure="RED's lowest per-range accuracy",
         others_lowest={x: float(np.mean([min(r) for r in ranges_of(x)])) for x in deployable if x != "RED"}, **common)
@@ -140,10 +140,10 @@ def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
                 f"{acc[st.label][m] - acc[whole.label][m]:+.3f} ({m})" for m in ("RED", "softmax MoE", "oracle experts")))
     return {
         "t1_protocol": protocol_words(cfg), "t1_ties": range_tables.ties_words(ov, main.label),
-        "t1_seen": ", ".join(f"{ranges.seen_share(cfg, st):.1%} ({st.label})" for st in cfg.settings
+        "t1_seen": ", ".join(f"{ranges.seen_share(cfg, frames, st):.1%} ({st.label})" for st in cfg.settings
                              if st.number_format == "whole"),
         "t1_setting": main.description, "t1_backbone": cfg.backbone, "t1_value_tol": VALUE_TOL, "t1_near": NEAR,
-        **{f"t1_{key}": a[m] for key, m in METHOD_KEYS.items() if m in a},
+        **ranges.method_glue("t1", a), "t1_variants": ranges.variant_words(cfg, ov[ov["run"] == main.label]),
         **{f"t1_paper_{k}": paper[f"t1.{k}.acc"]["paper"] for k in ("red", "moe", "global", "uniform")},
         "t1_ranking": ranking(ranges.seeds_by_method(t, main), ORDER),
         "t1_router": rt[(rt["run"] == main.label) & (rt["split_part"] == "test")]["router_accuracy"].mean(),

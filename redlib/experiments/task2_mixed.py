@@ -19,7 +19,7 @@ from ..tasks.mixed import MAX_STEPS, PHRASINGS, Task2Spec
 from ..tasks.mixed_data import make_task2
 from . import range_tables, ranges
 from ..configs.ranges import Setting
-from .ranges import METHOD_KEYS, ORDER
+from .ranges import ORDER
 
 def frames(cfg: Task2Config, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
     """Task 2's sample frames for one seed and setting, and what determined them (part of every cache key)."""
@@ -118,7 +118,7 @@ def found(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
         "t2_paper_gap": f"{paper['t2.red.acc']['paper'] - paper['t2.moe.acc']['paper']:+.3f}",
         "t2_setting": main.description, "t2_step_mix": cfg.step_mix, "t2_backbone": cfg.backbone,
         "t2_value_tol": VALUE_TOL,
-        **{f"t2_{key}": a[m] for key, m in METHOD_KEYS.items() if m in a},
+        **ranges.method_glue("t2", a), "t2_variants": ranges.variant_words(cfg, ov[ov["run"] == main.label]),
         **{f"t2_paper_{k}": paper[f"t2.{k}.acc"]["paper"] for k in ("red", "moe", "global", "uniform")},
         "t2_ranking": ranking(ranges.seeds_by_method(t, main), ORDER),
         "t2_red_by_operations": listing({f"{c} op{'' if str(c) == '1' else 's'}": x for c, x in ops.items()}),

@@ -87,14 +87,18 @@ def global_head(run: RedRun) -> Method:
 
 
 @register("global head (all of train)")
-def global_head_all(run: RedRun) -> Method:
-    """A head W: d -> C trained on all of train over the fixed features (a labelled variant of the baseline)."""
+def global_head_all(run: RedRun) -> Method | None:
+    """A head W: d -> C trained on all of train over the fixed features (a labelled variant of the baseline; only
+    where the run trained the variants)."""
+    if run.head_all is None:
+        return None
     return Method("global head (all of train)", lambda h, _: run.head_all(h))
 
 
 @register("oracle experts")
 def oracle(run: RedRun) -> Method:
-    """The true domain picks the classifier expert: an upper bound, not deployable."""
+    """The true domain picks the classifier expert: a bound on the methods mixing the same experts (not on RED, whose
+    experts are residuals), not deployable."""
     K = run.data.n_domains
     return _mixture("oracle experts", run.experts, lambda h, d: F.one_hot(d.to(h.device), K).float())
 
@@ -134,14 +138,18 @@ def red_oracle(run: RedRun) -> Method:
 
 
 @register("RED stage 4")
-def red_joint(run: RedRun) -> Method:
-    """RED with residuals and router tuned together (stage 4)."""
+def red_joint(run: RedRun) -> Method | None:
+    """RED with residuals and router tuned together (stage 4; only where the run trained the variants)."""
+    if run.joint is None:
+        return None
     return Method("RED stage 4", run.joint.red.logits, lambda h, _: run.joint.router(h))
 
 
 @register("RED code variant")
-def red_code(run: RedRun) -> Method:
-    """The released code's form: W_c h + scale * sum_i alpha_i B_i A_i h."""
+def red_code(run: RedRun) -> Method | None:
+    """The released code's form: W_c h + scale * sum_i alpha_i B_i A_i h (only where the run trained the variants)."""
+    if not run.code_experts:
+        return None
     mix = LogitMixture(run.code_experts, run.head, run.code_scale)
     return Method("RED code variant", mix.logits, _router(run))
 

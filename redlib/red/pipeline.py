@@ -44,31 +44,41 @@ __all__ = ["PIPELINE_VERSION", "STAGE_KINDS", "RedConfig", "TaskData", "RedRun",
 
 
 def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int,
-            lrs: dict[str, float] | None = None) -> RedRun:
+            lrs: dict[str, float] | None = None, variants: bool | None = None) -> RedRun:
     """All stages for one seed (each loaded from the cache when already computed), as a run record, the small
     stages of each kind at its learning rate in `lrs` (an extension's; a kind not named: the config's head_lr).
-    They train side by side in `parallel.worker_count()` processes; the page then loads them in this order."""
+    The variant methods' stages (the code's logit experts and gate, stage 4, the head on all of train) train only
+    where `variants` (None: `cfg.variants_on(seed)`); elsewhere the record holds none of them. The small stages
+    train side by side in `parallel.worker_count()` processes; the page then loads them in this order."""
     st = Stages(cfg, data, encoder, store, seed, lrs=lrs)
     clock = lambda label, fn: timed(st.seconds, store, label, fn)  # noqa: E731
     head = clock("stage 1 (encoder + global head)", st.base)
     feats = clock("pooled features", st.features)
     K = data.n_domains
-    stage2 = [(name, i) for i in range(K) for name in ("expert", "residual", "code")]
+    with_variants = cfg.variants_on(seed) if variants is None else variants
+    kinds = ("expert", "residual", "code") if with_variants else ("expert", "residual")
     every = lambda name: [(name, i) for i in range(K)]  # noqa: E731
     # with workers, stage 4 (the longest) starts as soon as its inputs are done and the rest fills in around it,
     # the short code experts last, so that neither worker idles long at the end
     after = {("joint", None): every("residual") + [("router", None)], ("gate", None): every("expert"),
              ("code_gate", None): every("code")}
-    prefetch(st, [("router", None), *every("residual"), ("joint", None), *every("expert"), ("gate", None),
-             ("head_all", None), *every("code"), *([("code_gate", None)] if cfg.CODE_MOE else [])], after)
-    clock(f"stage 2 ({3 * K} experts)", lambda: [st.get(job) for job in stage2])
+    variant_jobs = {("joint", None), ("head_all", None), *every("code"), ("code_gate", None)}
+    jobs = [("router", None), *every("residual"), ("joint", None), *every("expert"), ("gate", None), ("head_all", None),
+            *every("code"), *([("code_gate", None)] if cfg.CODE_MOE else [])]
+    prefetch(st, [j for j in jobs if with_variants or j not in variant_jobs], after)
+    clock(f"stage 2 ({len(kinds) * K} experts)", lambda: [st.get((name, i)) for i in range(K) for name in kinds])
     router_ = clock("stage 3 (router)", lambda: st.get(("router", None)))
-    joint_ = clock("stage 4 (joint tuning)", lambda: st.get(("joint", None)))
+    def variant(label: str, job: tuple, on: bool = True) -> nn.Module | None:
+        return clock(label, lambda: st.get(job)) if with_variants and on else None
+
+    joint_ = variant("stage 4 (joint tuning)", ("joint", None))
     gate_ = clock("stage 3 (MoE gate)", lambda: st.get(("gate", None)))
-    head_all_ = clock("global head on all of train", lambda: st.get(("head_all", None)))
-    code_gate_ = clock("stage 3 (code MoE gate)", lambda: st.get(("code_gate", None))) if cfg.CODE_MOE else None
-    return RedRun(seed, data, feats, head, *([st.get((name, i)) for i in range(K)] for name in ("expert", "residual", "code")),
-                  router_, joint_, gate_, head_all_, cfg.code_scale, st.seconds, st.epochs, code_gate_, st.lrs)
+    head_all_ = variant("global head on all of train", ("head_all", None))
+    code_gate_ = variant("stage 3 (code MoE gate)", ("code_gate", None), cfg.CODE_MOE)
+    experts, residuals, code = ([st.get((name, i)) for i in range(K)] if name in kinds else []
+                                for name in ("expert", "residual", "code"))
+    return RedRun(seed, data, feats, head, experts, residuals, code, router_, joint_, gate_, head_all_, cfg.code_scale,
+                  st.seconds, st.epochs, code_gate_, st.lrs)
 
 
 def retrain_residuals(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store,

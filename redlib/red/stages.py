@@ -78,11 +78,6 @@ class Stages:
         """Stage 1's cache key."""
         return self._stage1_settings()[1]
 
-    def stage1_meta(self) -> dict | None:
-        """Stage 1's cache entry's record (epochs, validation loss), or None if not cached (nothing is loaded)."""
-        hit = self.store.load(self.kind("stage1"), self.stage1_key())
-        return None if hit is None else hit[1]
-
     def stage1_cached(self) -> bool:
         """Whether stage 1's cache entry exists (nothing is trained to find out)."""
         return self.store.path(self.kind("stage1"), self.stage1_key()).exists()

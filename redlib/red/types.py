@@ -134,11 +134,11 @@ class RedRun:
     head: nn.Linear  # W_c: d -> C
     experts: list[nn.Module]  # K classifier experts E_i: d -> C
     residuals: list[nn.Module]  # K RED residuals Delta h_i: d -> d
-    code_experts: list[nn.Module]  # K released-code experts: d -> C
+    code_experts: list[nn.Module]  # K released-code experts: d -> C (none where the variants did not train)
     router: Router  # alpha: d -> K
-    joint: Joint  # stage 4: tuned residuals (joint.red) and router (joint.router)
+    joint: Joint | None  # stage 4: tuned residuals (joint.red) and router (joint.router), where the variants trained
     gate: Router  # the softmax MoE's own gate: d -> K
-    head_all: nn.Linear  # a global head trained on all of train: d -> C
+    head_all: nn.Linear | None  # a global head trained on all of train: d -> C, where the variants trained
     code_scale: float
     seconds: dict[str, float] = field(default_factory=dict)
     epochs: list[dict] = field(default_factory=list)  # per trained stage: label, epochs run, best epoch, cap

@@ -37,15 +37,25 @@ CAP_FOR = "REDLIB_ONEDNN_CAP_FOR"  # the precision a redlib process set the cap 
 TOLERANCE_FACTOR = 4.0
 
 
-def cpu_vendor() -> str:
-    """'AuthenticAMD', 'GenuineIntel', ... from /proc/cpuinfo ('unknown' elsewhere)."""
+def _cpuinfo(field: str) -> str:
+    """The first value of `field` in /proc/cpuinfo ('unknown' elsewhere)."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
+            if line.startswith(field):
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
     return "unknown"
+
+
+def cpu_vendor() -> str:
+    """'AuthenticAMD', 'GenuineIntel', ... from /proc/cpuinfo ('unknown' elsewhere)."""
+    return _cpuinfo("vendor_id")
+
+
+def cpu_model() -> str:
+    """The CPU's model name ('Intel(R) Xeon(R) Processor', 'AMD EPYC ...'; 'unknown' elsewhere)."""
+    return _cpuinfo("model name")
 
 
 def _relative_error() -> float:

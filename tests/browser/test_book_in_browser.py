@@ -14,6 +14,7 @@ them) and selenium.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import time
@@ -79,11 +80,12 @@ const commits = [...text.matchAll(/commit\s+([0-9a-f]{7,40})/g)].map(m => m[1]);
 // where the page's answer box starts, from the top of the page (null: the page has none)
 const box = [...article.querySelectorAll('.admonition')].find(a => /^\s*The answer/.test(a.innerText));
 const answer_top = box ? box.getBoundingClientRect().top + window.scrollY : null;
+const answer_text = box ? box.innerText : "";
 // where the book's main result is first stated: a "RED − softmax MoE" header or caption (the intro opens with it)
 const duel = [...article.querySelectorAll('th, caption, p')].find(e => e.innerText.includes('RED \u2212 softmax MoE'));
 const duel_top = duel ? duel.getBoundingClientRect().top + window.scrollY : null;
 return {wide: wide, uncaptioned: uncaptioned, text: text, cells: cells, tall: tall, broken: broken,
-        found_words: words, commits: commits, answer_top: answer_top, duel_top: duel_top,
+        found_words: words, commits: commits, answer_top: answer_top, answer_text: answer_text, duel_top: duel_top,
         links: [...document.querySelectorAll('a[href]')].map(a => a.getAttribute('href'))};
 """
 TALLEST_PAGE, TALLEST_TABLE, FOUND_WORDS = 12_000, 2_000, 350  # px at 1400 px wide; words under "What we found"
@@ -91,6 +93,10 @@ ANSWER_WITHIN = 1_000  # px from the top of an experiment page to its answer box
 BAD_TEXT = ["Traceback", "Error:", "Exception", "{glue", "{{", "}}", "<br>", "&lt;", "&gt;",
             "± 0.000", "at most 0.000", "+0.000", "-0.000", "−0.000"]  # a number that rounds to zero says so
 BAD_CELLS = {"nan", "NaN", "None", "none", "inf", "-inf", "<NA>"}
+# a change that did not happen reads as none ("not at all"), never as a bound of zero
+BAD_PATTERNS = [re.compile(r"at most 0(?![.\d])"), re.compile(r"by more than 0\.0+(?!\d)")]
+# a claim id ("t1.order", "mn.red.acc"): the answer box says what a claim claims, in words
+CLAIM_ID = re.compile(r"\b(?:toy|t1|t2|sd|mn|ra|rob|mod|abl|eff)\.[a-z0-9_]+(?:\.[a-z0-9_]+)*")
 
 
 def pages() -> list[str]:
@@ -151,6 +157,8 @@ def problems(page: str, found: dict, trains: bool | None = None) -> list[str]:
     out = [f"{page}: {w}" for w in found["wide"]]
     out += [f"{page}: {t} has no caption" for t in found["uncaptioned"]]
     out += [f"{page}: the text shows {bad!r}" for bad in BAD_TEXT if bad in found["text"]]
+    out += [f"{page}: the text shows {m.group(0)!r}" for pat in BAD_PATTERNS for m in pat.finditer(found["text"])]
+    out += [f"{page}: the answer box names the claim id {c!r}" for c in CLAIM_ID.findall(found.get("answer_text", ""))]
     out += [f"{page}: a table cell or glued value reads {c!r}" for c in sorted(set(found["cells"]) & BAD_CELLS)]
     if found["height"] > TALLEST_PAGE:
         out.append(f"{page}: the page is {found['height']:,.0f} px tall (at most {TALLEST_PAGE:,})")
@@ -220,6 +228,17 @@ def test_the_check_fails_on_a_page_without_its_answer_box_and_on_a_zero_printed_
         '<section id="', "<p>a change of ± 0.000</p>" + '<section id="', 1), "_answer_check")
     assert any("no answer box" in f for f in found), found
     assert any("'± 0.000'" in f for f in found), found
+
+
+def test_the_check_fails_on_a_claim_id_in_the_answer_box_and_on_a_change_of_at_most_zero():
+    quiet = {"wide": [], "uncaptioned": [], "text": "moved by at most 0.012", "cells": [], "height": 5000, "tall": [],
+             "broken": [], "found_words": 100, "commits": [], "links": [], "answer_top": 300.0, "duel_top": None,
+             "answer_text": "The answer: the ordering claim holds."}
+    assert problems("book/t.html", quiet, trains=True) == []
+    spoiled = {**quiet, "answer_text": "The answer: `t1.order` holds, mn.red.acc partly",
+               "text": "removal moves it by at most 0 (MoE 0), by more than 0.0000"}
+    found = problems("book/t.html", spoiled, trains=True)
+    assert sum("claim id" in f for f in found) == 2 and sum("the text shows" in f for f in found) == 2, found
 
 
 def test_the_check_fails_on_an_intro_whose_main_result_is_below_the_first_screen():
