@@ -154,9 +154,9 @@ from redlib.bench import precision as stage1_precision
 
 comparison = stage1_precision.load(resolve_path(cfg.results_dir) / "bench" / "precision.json")
 display(Markdown(stage1_precision.sentence(comparison)))
-show(stage1_precision.time_table(comparison), 1)
 
 # %% tags=["hide-input", "hide-output"]
+show(stage1_precision.time_table(comparison), 1)
 show(stage1_precision.claims_table(comparison), 4)
 
 # %% [markdown]

@@ -178,3 +178,13 @@ def test_the_attribution_sentence_names_the_rate_that_moves_each_method_more():
     assert attribution_words(None).startswith("not run")
     assert rates_words(pd.Series({"residual D1": 1e-4, "residual D2": 1e-4})) == "1e\u20114"
     assert rates_words(pd.Series({"residual D1": 1e-4, "residual D2": 1e-3})) == "residual D1 1e\u20114, residual D2 1e\u20113"
+
+
+def test_the_decomposers_gap_to_the_true_programs_reads_in_words():
+    import pandas as pd
+
+    from redlib.experiments.step_decomposition_report import decomposer_gap_words
+
+    a = pd.DataFrame({"RED": [0.9, 0.8]})
+    assert decomposer_gap_words(a, a) == "every cell equal to the table above"
+    assert decomposer_gap_words(a, a - 0.01234) == "no cell differs from the table above by more than 0.0123"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from ..core.claims import listing, load_claims, rate, verdict_keys
+from ..core.claims import listing, load_claims, rate, small, verdict_keys
 from . import range_tables
 from .step_decomposition import PAPER_KEYS, execution_table
 from ..configs.step_decomposition import DecompositionConfig
@@ -89,3 +89,11 @@ def examples_table(examples: pd.DataFrame, seed: int, run: str) -> pd.DataFrame:
     shown = ex.drop(columns=["expression", "final answer", "decoded", "seed", "run", "split", "number_format"],
                     errors="ignore").rename(columns={"answer": "RED's answer"})
     return shown.set_index([pd.Index(label, name="expression → its answer (the program traced)"), "step"])
+
+
+def decomposer_gap_words(true_t: pd.DataFrame, dec_t: pd.DataFrame) -> str:
+    """How far the decomposer's programs leave execution from the true programs', cell by cell, in words (an exact
+    match says so, never "by more than 0.0000")."""
+    gap = float((true_t - dec_t).abs().max().max())
+    return ("every cell equal to the table above" if gap == 0
+            else f"no cell differs from the table above by more than {small(gap, 4)}")
