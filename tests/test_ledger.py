@@ -282,3 +282,16 @@ def test_a_pages_glance_line_answers_its_question_where_the_page_names_it():
     assert ledger_html._headline(part, "rob.routing_noise")["id"] == "rob.routing_noise"
     claims = load_claims()
     assert all(p.question in claims for p in PAGES if p.question)
+
+
+def test_an_order_measured_anywhere_is_judged_by_the_one_order_rule():
+    """The ledger's verdict of an order claim and a page's words about one (robustness's plug-in on MNIST) are the
+    same function: at the ceiling untestable, else by paired seeds or seed by seed."""
+    from redlib.core.claims import order_claim_verdict
+
+    claim = {"id": "mod.plug_in", "kind": "order", "paper": None}
+    for entry in ({"per_seed": [True, True], "mean_holds": True, "compared": [1.0, 1.0]},
+                  {"per_seed": [True, False], "mean_holds": False, "compared": [0.9, 0.8]},
+                  {"per_seed": [False, False], "mean_holds": False}):
+        assert ledger.verdict(claim, entry) == order_claim_verdict(entry)
+    assert order_claim_verdict({"per_seed": [True], "mean_holds": True, "compared": [1.0, 0.999]}) == "untestable here"

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from ..core.claims import (CEILING, VALUE_TOL, bound_verdict, direction, elementwise_verdict, load_claims,
-                           order_verdict, paired_order_verdict, small, unbroken, untestable, value_verdict)
+                           order_claim_verdict, paired_order_verdict, small, unbroken, untestable, value_verdict)
 from .registry import BY_NAME, PAGES
 from .results import read
 from .words import reader
@@ -78,10 +78,8 @@ def verdict(claim: dict[str, Any], entry: dict[str, Any] | None, tol: float = VA
         own = bound_verdict(per_seed, *entry["bound"])
         return own if own != "holds" else ("holds" if all(v < entry["bound"][0] for v in entry["others_lowest"].values())
                                            else "does not hold")
-    if kind == "order":
-        if entry.get("pairs"):  # per-seed values: a difference inside the seeds' spread is a tie, not an order
-            return paired_order_verdict(entry["pairs"])[0]
-        return order_verdict([bool(v) for v in per_seed], bool(entry.get("mean_holds", False)))
+    if kind == "order":  # by paired seeds where recorded (a difference inside their spread is a tie), else per seed
+        return order_claim_verdict(entry)
     if kind == "bound":
         bound = _bound(entry, paper)
         return bound_verdict(per_seed, *bound) if bound else "not measured"

@@ -198,6 +198,18 @@ def order_verdict(per_seed_holds, mean_holds: bool) -> str:
     return "partly" if mean_holds or any(per_seed_holds) else "does not hold"
 
 
+def order_claim_verdict(entry: dict[str, Any]) -> str:
+    """An `order` claim's measurement by the ledger's rule: untestable here when every value it compares is at the
+    ceiling; else by its paired seeds where it recorded them (a difference inside their spread is a tie), else seed
+    by seed (`order_verdict`). The ledger's `verdict` and the pages' sentences about an extension both call it."""
+    if untestable(entry):
+        return "untestable here"
+    if entry.get("pairs"):
+        return paired_order_verdict(entry["pairs"])[0]
+    return order_verdict([bool(v) for v in entry.get("per_seed", [entry.get("value")])],
+                         bool(entry.get("mean_holds", False)))
+
+
 def spread(values: Iterable[float], digits: int = 3) -> str:
     """'mean (range min to max over N seeds)' of per-seed values ('mean (every one of N seeds)' when they agree)."""
     v = np.asarray(list(values), dtype=float)

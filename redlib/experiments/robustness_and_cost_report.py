@@ -9,7 +9,7 @@ import pandas as pd
 
 from ..configs.robustness_and_cost import RobustnessConfig
 from ..core import measure
-from ..core.claims import (load_claims, order_verdict, rate, seed_list, seeds_words, small, untestable,
+from ..core.claims import (load_claims, order_claim_verdict, rate, seed_list, seeds_words, small,
                            verdict_keys)
 from ..core.settings import ended_at_cap
 from ..red import methods, perturbation
@@ -207,8 +207,7 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
                 f"rb_{k}_addition": moves(val["addition: largest difference to all at once"]),
                 f"rb_{k}_identical": "yes" if entry["identical_after_addition"] else "no",
                 # the ledger's rule (its verdict of the claim, on Task 1): at the ceiling a change cannot show
-                f"rb_{k}_plug_in": ("untestable here" if untestable(entry)
-                                    else order_verdict(entry["per_seed"], entry["mean_holds"]))}
+                f"rb_{k}_plug_in": order_claim_verdict(entry)}
     bnd = t["boundary"].groupby("method")["boundary_accuracy"].mean()
     rk = t["rank"].groupby(["task", "rank divisor"])["accuracy"].mean()
     nr = t["no_residual"].groupby(["task", "method"])["accuracy"].mean()
