@@ -266,3 +266,36 @@ def test_a_seed_without_the_variants_trains_none_of_their_stages(tmp_path):
     assert [t1.variants_on(s) for s in t1.seeds] == [True, False, False]
     assert not Task1Config.from_params(profile="full", variant_seeds=0).variants_on(0)
     assert cfg.variants_on(7)  # a page without the parameter (MNIST) trains them on every seed
+
+
+def test_the_small_stages_of_several_runs_train_in_one_pool_with_each_runs_bits(run, tmp_path, monkeypatch):
+    """`prefetch_runs` trains two seeds' small stages in one pool of two workers (seed 1 without the variants); each
+    seed's run then trains nothing and loads every stage, and seed 0's modules are the serial run's, bit for bit."""
+    from redlib.core.store import state_equal
+    from redlib.red.pipeline import small_jobs
+    from redlib.red.schedule import prefetch_runs
+    from redlib.red.stages import Stages
+
+    serial, _ = run
+    cfg, store = tiny_config(), Store(tmp_path / "cache")
+    monkeypatch.setenv("REDLIB_WORKERS", "2")
+    plans, inputs = [], []
+    for seed in (0, 1):
+        data, enc = synthetic()
+        st = Stages(cfg, data, enc, store, seed)
+        st.base()
+        st.features()
+        plans.append((st, *small_jobs(cfg, K, seed == 0)))
+        inputs.append((data, enc))
+    prefetch_runs(plans, store)
+    assert all(st.cached(job) for st, jobs, _ in plans for job in jobs)
+    assert not plans[1][0].cached(("joint", None))  # seed 1 trains no variant
+    computed = store.misses
+    monkeypatch.setenv("REDLIB_WORKERS", "1")
+    runs = [run_red(cfg, *inputs[seed], store, seed=seed, variants=seed == 0) for seed in (0, 1)]
+    assert store.misses == computed
+    par = runs[0]
+    pairs = [(par.router, serial.router), (par.joint, serial.joint), (par.gate, serial.gate)]
+    pairs += list(zip(par.experts + par.residuals + par.code_experts, serial.experts + serial.residuals + serial.code_experts))
+    assert all(state_equal(a, b) for a, b in pairs) and par.epochs == serial.epochs
+    assert runs[1].joint is None and not runs[1].code_experts

@@ -128,11 +128,17 @@ def _threads(t: dict) -> tuple[pd.DataFrame, str, str]:
 
 
 def _stacked(t: dict) -> tuple[pd.DataFrame, str, str]:
-    return (pd.DataFrame([{
-        "kind": r["kind"], "batch (virtual)": f"{r['batch']} ({r['virtual batch']})",
-        "separate fits, expert-steps/s": round(r["separate expert-steps per second"]),
-        "stacked, expert-steps/s": round(r["stacked expert-steps per second"]), "speed-up": round(r["speedup"], 2)}
-        for r in t["per_kind"]]),
+    """Stacked against separate fits per kind, each step's milliseconds beside its products' at this thread's GEMM
+    rate where measured (and the router's one fit, which no stack serves)."""
+    arith = lambda r, ms: {"ms per step": round(ms, 3), "products alone, ms": round(r["arithmetic ms"], 3),  # noqa: E731
+                           "x products": round(r["times arithmetic"], 1)} if "arithmetic ms" in r else {}
+    rows = [{"kind": r["kind"], "batch (virtual)": f"{r['batch']} ({r['virtual batch']})",
+             "separate fits, expert-steps/s": round(r["separate expert-steps per second"]),
+             "stacked, expert-steps/s": round(r["stacked expert-steps per second"]), "speed-up": round(r["speedup"], 2),
+             **arith(r, 1e3 / r["stacked expert-steps per second"])} for r in t["per_kind"]]
+    rows += [{"kind": r["kind"], "batch (virtual)": f"{r['batch']} (64)", "separate fits, expert-steps/s":
+              round(1e3 / r["ms per step"]), **arith(r, r["ms per step"])} for r in t.get("single", [])]
+    return (pd.DataFrame(rows).fillna("–"),
         f"Stacked experts: {t['experts']} experts of {t['samples per expert']} samples, {t['epochs']} epochs each",
         f"{min(r['speedup'] for r in t['per_kind']):.2f}x to {max(r['speedup'] for r in t['per_kind']):.2f}x (over "
         f"{len({r['kind'] for r in t['per_kind']})} kinds and {len({r['batch'] for r in t['per_kind']})} batch sizes)")

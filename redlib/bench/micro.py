@@ -19,6 +19,7 @@ from ..configs.task1_addition import Task1Config
 from ..models.backbone import Backbone
 from ..core.settings import ADAMW, ADAMW_KINDS
 from ..core.train import adamw
+from ..models.routers import Router
 from ..red.types import code_module, expert_module, residual_module
 from ..speed import kernels
 from ..tasks.arithmetic import N_CLASSES
@@ -262,7 +263,8 @@ def stacked_stages(reps: int = 5, n: int = 1000, epochs: int = 2) -> dict:
     classifier expert at the pipeline's width and as the paper's linear head, a RED residual, a code expert), at
     the pipeline's micro-batch and the paper's (16, accumulated to 64), on one thread as the workers train them:
     expert-steps per second of each (one expert-step: one expert's batch, forward and backward; medians of
-    repetitions taken in turn), and the speed-up."""
+    repetitions taken in turn), and the speed-up; beside them, the milliseconds one expert-step's products take at
+    this thread's GEMM rate (`step_flops`), and for the router and gates (one fit each, not stacked) the same."""
     from ..core.stacked import fit_stacked
     from ..core.train import TrainConfig, fit
     from ..configs.task1_addition import Task1Config
@@ -293,5 +295,40 @@ def stacked_stages(reps: int = 5, n: int = 1000, epochs: int = 2) -> dict:
                          "separate expert-steps per second": expert_steps / separate["median"],
                          "stacked expert-steps per second": expert_steps / stacked["median"],
                          "speedup": separate["median"] / stacked["median"], "separate": separate, "stacked": stacked})
+    rate = gemm_rate()
+    flops = {kind: step_flops(make(), batch=1, head=(d, C) if kind in ("residual", "code") else None,
+                              head_grad=kind == "residual") for kind, (make, _) in kinds.items()}
+    for r in rows:
+        r["arithmetic ms"] = 1e3 * flops[r["kind"]] * r["batch"] / rate
+        r["stacked ms per expert-step"] = 1e3 / r["stacked expert-steps per second"]
+        r["times arithmetic"] = r["stacked ms per expert-step"] / r["arithmetic ms"]
+    router = Router(d, K, cfg.router_hidden)
+    x, y = torch.randn(n, d, generator=gen), torch.randint(K, (n,), generator=gen)
+    tc = TrainConfig(lr=1e-4, batch_size=cfg.batch_size, virtual_batch=64, max_epochs=epochs, patience=epochs, seed=0)
+    fit_router = timed(lambda: fit(router, lambda m, b: F.cross_entropy(m.logits(b[0]), b[1]), (x, y),
+                                   (x[: n // 8], y[: n // 8]), tc), reps)
+    ms = 1e3 * fit_router["median"] / (epochs * -(-n // tc.batch_size))
+    single = [{"kind": f"router or gate (hidden {cfg.router_hidden}, one fit)", "batch": tc.batch_size,
+               "ms per step": ms, "arithmetic ms": 1e3 * step_flops(router, tc.batch_size) / rate,
+               "fit": fit_router}]
+    single[0]["times arithmetic"] = ms / single[0]["arithmetic ms"]
     return {"experts": K, "samples per expert": n, "epochs": epochs, "threads": 1, "d": d, "classes": C,
-            "per_kind": rows}
+            "gemm_gflops_one_thread": rate / 1e9, "per_kind": rows, "single": single}
+
+
+def gemm_rate(size: int = 1024, reps: int = 5) -> float:
+    """This thread's fp32 GEMM rate (FLOP/s) on size x size products, the median of `reps`."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    return 2 * size**3 / timed(lambda: a @ b, reps)["median"]
+
+
+def step_flops(model: nn.Module, batch: int, head: tuple[int, int] | None = None, head_grad: bool = False) -> float:
+    """The products of one training step of `model` on `batch` rows: per linear layer 2 B in out forward, as much
+    for its weight's gradient, and as much again for its input's gradient except the first layer's (the features
+    need none); for a frozen `head` (in, out) the stage's answer goes through, its forward, and its input's gradient
+    where the loss flows back through it (`head_grad`)."""
+    layers = [m.weight.shape for m in model.modules() if isinstance(m, nn.Linear)]
+    total = sum((4 if k == 0 else 6) * batch * shape[0] * shape[1] for k, shape in enumerate(layers))
+    if head is not None:
+        total += (4 if head_grad else 2) * batch * head[0] * head[1]
+    return float(total)

@@ -26,7 +26,9 @@ from ..red import methods
 from ..red.encoders import TextEncoder
 from ..configs.ranges import RangeTaskConfig, Setting
 from ..configs.red import RedConfig, protocol_words
-from ..red.pipeline import RedRun, TaskData, run_red
+from ..red.pipeline import RedRun, TaskData, run_red, small_jobs
+from ..red.schedule import prefetch_runs
+from ..red.stages import Stages
 from ..tasks.arithmetic import BOUNDARY_SUMS, MIN_SUM, N_CLASSES, RANGE_NAMES
 
 # the paper's name of each method in the claims file (t1.<key>.acc, t2.<key>.per_range ...)
@@ -155,6 +157,24 @@ def run_on(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: 
     data, texts = task_data(namespace, frames, key, domain)
     encoder = TextEncoder(bb, texts, store, namespace)
     return RangeRun(setting, run_red(cfg, data, encoder, store, seed, lrs, variants), frames, encoder)
+
+
+def prefetch(cfg: RedConfig, runs: list[tuple[int, dict[str, pd.DataFrame], dict]], bb: Backbone, store: Store,
+             domain: Domain = RANGES) -> None:
+    """The small stages of several runs (each: seed, frames, what determined them) trained side by side in one pool
+    before the runs load them (`schedule.prefetch_runs`), each run's stage 1 and features loaded (or trained) here
+    first, one run after another. What this computes is recorded in `store` as a worker's work would be (the runs'
+    own loads count each stage once); nothing changes a number."""
+    ahead, plans = Store(store.root), []
+    for seed, frames, key in runs:
+        data, texts = task_data(cfg.KEY, frames, key, domain)
+        st = Stages(cfg, data, TextEncoder(bb, texts, ahead, cfg.KEY), ahead, seed)
+        st.base()
+        st.features()
+        st.feats = {}  # the workers load them from the cache
+        plans.append((st, *small_jobs(cfg, data.n_domains, cfg.variants_on(seed))))
+    store.merge([e for e in ahead.events if e["event"] != "loaded"], ahead.seconds)
+    prefetch_runs(plans, store, f"small stages of {len(plans)} runs")
 
 
 def run(cfg: RangeTaskConfig, frames: Frames, seed: int, setting: Setting, bb: Backbone, store: Store) -> RangeRun:

@@ -74,6 +74,12 @@ def train_ops(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbon
     return ranges.run_on(cfg, cfg.KEY, seed, setting, frames, key, bb, store, OPS_DOMAIN, lrs, variants)
 
 
+def prefetch_ops(cfg: DecompositionConfig, bb: Backbone, store: Store) -> None:
+    """The op experts' small stages of every seed and setting, side by side in one pool (`ranges.prefetch`)."""
+    runs = [(seed, *_ops_data(cfg, seed, st)) for st in cfg.settings for seed in cfg.seeds_for(st)]
+    ranges.prefetch(cfg, runs, bb, store, OPS_DOMAIN)
+
+
 # the attribution's rates (stage 1, small stages): 1e-3 is where our earlier learning-rate grid put both, 1e-4 the paper's
 ATTRIBUTION_RATES = (1e-3, 1e-4)
 STAGE_KINDS_SMALL = [k for k in RED_KINDS if k not in ("prefix", "stage1", "features")]

@@ -36,10 +36,10 @@ from .clock import timed
 from .encoders import Encoder
 from .jobs import router
 from .stages import Stages
-from .types import (PIPELINE_VERSION, STAGE_KINDS, RedConfig, RedRun, TaskData, balanced_subsample, moe_gate_loss,
+from .types import (PIPELINE_VERSION, STAGE_KINDS, Job, RedConfig, RedRun, TaskData, balanced_subsample, moe_gate_loss,
                     subsample)
 
-__all__ = ["PIPELINE_VERSION", "STAGE_KINDS", "RedConfig", "TaskData", "RedRun", "run_red", "retrain_residuals",
+__all__ = ["PIPELINE_VERSION", "STAGE_KINDS", "RedConfig", "TaskData", "RedRun", "run_red", "small_jobs", "retrain_residuals",
            "retrain_experts", "router_over", "moe_gate_loss", "balanced_subsample", "subsample"]
 
 
@@ -57,15 +57,7 @@ def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed
     K = data.n_domains
     with_variants = cfg.variants_on(seed) if variants is None else variants
     kinds = ("expert", "residual", "code") if with_variants else ("expert", "residual")
-    every = lambda name: [(name, i) for i in range(K)]  # noqa: E731
-    # with workers, stage 4 (the longest) starts as soon as its inputs are done and the rest fills in around it,
-    # the short code experts last, so that neither worker idles long at the end
-    after = {("joint", None): every("residual") + [("router", None)], ("gate", None): every("expert"),
-             ("code_gate", None): every("code")}
-    variant_jobs = {("joint", None), ("head_all", None), *every("code"), ("code_gate", None)}
-    jobs = [("router", None), *every("residual"), ("joint", None), *every("expert"), ("gate", None), ("head_all", None),
-            *every("code"), *([("code_gate", None)] if cfg.CODE_MOE else [])]
-    prefetch(st, [j for j in jobs if with_variants or j not in variant_jobs], after)
+    prefetch(st, *small_jobs(cfg, K, with_variants))
     clock(f"stage 2 ({len(kinds) * K} experts)", lambda: [st.get((name, i)) for i in range(K) for name in kinds])
     router_ = clock("stage 3 (router)", lambda: st.get(("router", None)))
     def variant(label: str, job: tuple, on: bool = True) -> nn.Module | None:
@@ -79,6 +71,19 @@ def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed
                                 for name in ("expert", "residual", "code"))
     return RedRun(seed, data, feats, head, experts, residuals, code, router_, joint_, gate_, head_all_, cfg.code_scale,
                   st.seconds, st.epochs, code_gate_, st.lrs)
+
+
+def small_jobs(cfg: RedConfig, K: int, with_variants: bool) -> tuple[list[Job], dict[Job, list[Job]]]:
+    """A seed's small stages over K domains as jobs, in the order workers start them, and the jobs each comes after
+    (the variant methods' only `with_variants`). With workers, stage 4 (the longest) starts as soon as its inputs are
+    done and the rest fills in around it, the short code experts last, so that neither worker idles long at the end."""
+    every = lambda name: [(name, i) for i in range(K)]  # noqa: E731
+    after = {("joint", None): every("residual") + [("router", None)], ("gate", None): every("expert"),
+             ("code_gate", None): every("code")}
+    variant_jobs = {("joint", None), ("head_all", None), *every("code"), ("code_gate", None)}
+    jobs = [("router", None), *every("residual"), ("joint", None), *every("expert"), ("gate", None), ("head_all", None),
+            *every("code"), *([("code_gate", None)] if cfg.CODE_MOE else [])]
+    return [j for j in jobs if with_variants or j not in variant_jobs], after
 
 
 def retrain_residuals(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store,
