@@ -44,8 +44,6 @@
 
 # %% tags=["parameters", "remove-cell"]
 profile = "full"  # which results to read: results/<profile>/
-seed = 0  # unused: this page trains nothing
-device = "cpu"  # unused: this page trains nothing
 results_dir = "results"  # where the notebooks wrote their results
 
 # %% tags=["hide-input"]
@@ -55,9 +53,7 @@ from IPython.display import HTML, Markdown, display
 from redlib.book import ledger, ledger_html, pages, plots
 
 cfg, results = pages.start("claims_ledger", globals())
-collected = ledger.collect(cfg.results_dir, cfg.profile)
-table = ledger.table(collected)
-counts = ledger.summary(table)
+collected, table, counts = ledger.view(cfg)
 results.table("ledger", table)
 display(HTML(ledger_html.summary_html(counts)))
 
@@ -85,5 +81,4 @@ else:
 display(HTML(ledger_html.sections_html(table)))
 
 # %% tags=["hide-input"]
-results.finish()
-display(Markdown(results.provenance_markdown()))
+pages.end(results)

@@ -20,20 +20,16 @@
 
 # %% tags=["parameters", "remove-cell"]
 profile = "full"  # which results to read: results/<profile>/
-seed = 0  # unused: this page trains nothing
-device = "cpu"  # unused: this page trains nothing
 results_dir = "results"  # where the notebooks wrote their results
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
 from IPython.display import HTML, Markdown, display
 
-from redlib.book import diagram, headline, ledger, ledger_html, pages, plots
+from redlib.book import diagram, headline, ledger, ledger_html, misrouting, pages, plots
 
 cfg, results = pages.start("intro", globals())
-collected = ledger.collect(cfg.results_dir, cfg.profile)
-table = ledger.table(collected)
-counts = ledger.summary(table)
+collected, table, counts = ledger.view(cfg)
 duel, at_ceiling = headline.red_vs_moe(cfg.profile, cfg.results_dir)
 results.table("red_vs_moe", duel)
 display(Markdown("**The answer: RED against the softmax MoE, wherever there is room to rank** (test accuracy, "
@@ -45,6 +41,22 @@ display(Markdown(headline.answer_words(duel, at_ceiling) + "\n\n" + headline.cau
                  + headline.misses_words(table, headline.seen_shares(cfg.profile, cfg.results_dir))))
 display(Markdown(f"**The paper's {len(table)} claims against our runs** (details in the {{ref}}`claims ledger <ledger>`):"))
 display(HTML(ledger_html.summary_html(counts)))
+
+# %% [markdown]
+# ## When RED's advantage appears
+#
+# With a near-perfect router both methods reduce to their experts. The robustness page sends a share of each task's
+# test inputs to a random wrong expert, the same inputs for RED's router and the MoE's gate, on every seed:
+
+# %% tags=["hide-input"]
+gaps = misrouting.gaps(cfg.profile, cfg.results_dir)
+if gaps is not None:
+    results.table("misrouting", gaps)
+    display(Markdown(misrouting.words(gaps)))
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "RED − softmax MoE test accuracy against the share of test inputs sent to a random wrong expert (the same inputs for both), per task: mean over seeds, the band one standard deviation; the grey band is the paper's router error.", "name": "fig-misrouting"}, "image": {"alt": "Line chart of RED minus MoE accuracy against the misrouted share, one line per task"}}
+if gaps is not None:
+    misrouting.figure(gaps);
 
 # %% [markdown]
 # ## Findings at a glance
@@ -148,5 +160,4 @@ display(Markdown(":::{table} Each part of the paper: its page, its claims, and h
 # before anything trains.
 
 # %% tags=["hide-input"]
-results.finish()
-display(Markdown(results.provenance_markdown()))
+pages.end(results)

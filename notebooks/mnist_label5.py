@@ -69,24 +69,13 @@ split_seed = None  # seed of the stratified train/val/test split; None: each tra
 judged_forms = "paper"  # the claims' forms of RED, MoE and uniform: "paper" (hidden-space RED) or "code" (logit experts)
 
 # %% tags=["hide-input", "remove-stderr"]
-from IPython.display import Markdown, display
-from tqdm import tqdm
+from IPython.display import display
 
-from redlib.book import ledger, pages, parameters, plots
-from redlib.book.glue import glue_values
-from redlib.core.store import Store
-from redlib.core.settings import progress_enabled
-from redlib.experiments import mnist_label5, range_tables, ranges
-from redlib.configs.red import protocol_words
+from redlib.book import pages, parameters, plots
+from redlib.core.metrics import confusion_matrices
+from redlib.experiments import mnist_label5, range_tables
 
-store = Store()
-cfg, results = pages.start("mnist_label5", globals(), store)
-plots.set_style()
-data = mnist_label5.load(cfg, cfg.seed)  # the first seed's split, for the data table
-display(Markdown(
-    f"Profile **{cfg.profile}**: {cfg.data_label}, "
-    f"{'each seed its own split' if cfg.split_seed is None else f'split seed {cfg.split_seed} for every seed'}, seeds {cfg.seeds}, "
-    f"{protocol_words(cfg)}; claims judged with the {cfg.judged_forms} forms."))
+cfg, results, store = pages.begin("mnist_label5", globals())
 
 
 # %% tags=["remove-input", "hide-output"]
@@ -98,9 +87,8 @@ parameters.this_run(cfg)
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-sizes = mnist_label5.data_table(data)
-results.table("data", sizes)
-plots.styled(sizes, hide_index=True, caption="Digits per split and domain")
+plots.styled(mnist_label5.data_table(mnist_label5.load(cfg, cfg.seed)), hide_index=True,
+             caption="Digits per split and domain")
 
 # %% [markdown]
 # ## Stages
@@ -113,16 +101,8 @@ plots.styled(sizes, hide_index=True, caption="Digits per split and domain")
 # never decides.
 
 # %% tags=["hide-input", "remove-stderr"]
-tables, first = [], None
-for s in tqdm(cfg.seeds, desc="MNIST", disable=not progress_enabled()):
-    run = mnist_label5.run(cfg, s, data if s == cfg.seed else mnist_label5.load(cfg, s), store)
-    tables.append(mnist_label5.evaluate(run))
-    first = first or run
-t = ranges.stack(tables)
-if cfg.crossed_splits:  # every seed's stage 1 on every seed's split: a diagnostic, only when asked
-    t["stage1_by_split"] = mnist_label5.stage1_by_split(cfg, store)
-for name, df in t.items():
-    results.table(name, df)
+t = mnist_label5.run(cfg, store)
+results.tables.update(t)  # written as CSV files by pages.end
 
 # %% [markdown]
 # ## Overall accuracy and macro-F1
@@ -134,7 +114,7 @@ for name, df in t.items():
 # NBVAL_CHECK_OUTPUT
 plots.styled(mnist_label5.summary(t["overall"]), precision=3, caption="Test accuracy per method, mean ± sd over seeds, beside the research code's")
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "MNIST test accuracy per method, mean over seeds with one standard deviation.", "name": "fig-mn-overall"}, "image": {"alt": "Bar chart of MNIST test accuracy per method"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "MNIST test accuracy per method, mean over seeds with one standard deviation.", "name": "fig-mn-overall"}, "image": {"alt": "Dot plot of MNIST test accuracy per method, with error bars"}}
 plots.method_bars(t["overall"].assign(run=cfg.data_label.split(" (")[0]), "MNIST: accuracy per method");
 
 # %% [markdown]
@@ -165,7 +145,7 @@ plots.accuracy_heatmap(t["routing"].groupby("digit").mean().drop(columns="seed")
 # True against predicted digit for RED and for the code's MoE, first seed:
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Confusion matrices (true vs predicted digit) of RED and the code's MoE, first seed.", "name": "fig-mn-confusion"}, "image": {"alt": "Two confusion heatmaps of predicted against true digits"}}
-plots.confusions(mnist_label5.confusions(first), "predicted digit", "true digit", every=1);
+plots.confusions(confusion_matrices(t["confusions"]), "predicted digit", "true digit", every=1);
 
 # %% [markdown]
 # (mn-claims)=
@@ -209,7 +189,7 @@ if cfg.crossed_splits:
 # :::
 
 # %% tags=["remove-cell"]
-glue_values(mnist_label5.found(cfg, t, ledger.verdicts(results.claims), len(data["train"][1])))
+pages.glue_found(results, mnist_label5.found, cfg, t)
 
 # %% [markdown]
 # ## What we found
@@ -232,5 +212,4 @@ glue_values(mnist_label5.found(cfg, t, ledger.verdicts(results.claims), len(data
 #   {glue:text}`mn_n_train`. Verdicts: {glue:text}`mn_verdicts`.
 
 # %% tags=["hide-input"]
-results.finish()
-display(Markdown(results.provenance_markdown()))
+pages.end(results)

@@ -21,13 +21,10 @@
 
 # %% tags=["parameters", "remove-cell"]
 profile = "full"  # which results to read: results/<profile>/
-seed = 0  # unused: this page trains nothing
-device = "cpu"  # unused: this page trains nothing
 results_dir = "results"  # where the notebooks wrote their results
 
 # %% tags=["hide-input"]
 import pandas as pd
-from IPython.display import Markdown, display
 
 from redlib.book import pages, plots
 from redlib.book.glue import glue_values
@@ -212,5 +209,4 @@ plots.styled(pd.DataFrame(in_our_runs.items(), columns=["key", "value"]), hide_i
              caption="The values this page pastes into its prose")
 
 # %% tags=["hide-input"]
-results.finish()
-display(Markdown(results.provenance_markdown()))
+pages.end(results)

@@ -46,14 +46,12 @@
 
 # %% tags=["parameters", "remove-cell"]
 profile = "full"  # which results to read: results/<profile>/
-seed = 0  # unused: this page trains nothing
-device = "cpu"  # unused: this page trains nothing
 results_dir = "results"  # where the notebooks wrote their results
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
 import pandas as pd
-from IPython.display import HTML, Markdown, display
+from IPython.display import HTML, display
 
 from redlib.book import pages, parameters, plots, registry
 from redlib.book.results import in_history, read
@@ -110,5 +108,4 @@ plots.styled(walltimes, precision=1, hide_index=True, caption="Each page's last 
 # Hugging Face hub is kept offline.
 
 # %% tags=["hide-input"]
-results.finish()
-display(Markdown(results.provenance_markdown()))
+pages.end(results)

@@ -66,32 +66,14 @@ replacement_seed = 1000  # experts replaced by ones trained with seed replacemen
 stable_tol = 0.02  # the plug-in claim holds when accuracy on the untouched domains moves by at most this
 
 # %% tags=["hide-input", "remove-stderr"]
-import gc
+from IPython.display import display
 
-import pandas as pd
-from IPython.display import Markdown, display
-from tqdm import tqdm
-
-from redlib.bench import report as bench_report
-from redlib.book import ledger, pages, parameters, plots
-from redlib.book.glue import glue_values
-from redlib.book.costs import published_costs
-from redlib.core.store import Store
-from redlib.core.settings import progress_enabled
-from redlib.experiments import ranges, task1_addition
+from redlib.book import costs, pages, parameters, plots
 from redlib.experiments import robustness_and_cost as rb
 from redlib.experiments import robustness_and_cost_report as rr
 from redlib.red import cost
 
-store = Store()
-cfg, results = pages.start("robustness_and_cost", globals(), store)
-plots.set_style()
-src = cfg.sources()
-bb = ranges.backbone(src[rb.T1])  # Task 1 and Task 2 share it
-display(Markdown(
-    f"Profile **{cfg.profile}**: seeds {cfg.seeds} of the Task 1 and Task 2 pages (iid split, backbone "
-    f"`{cfg.backbone}`, dataset `{src[rb.T1].dataset_size}` / `{src[rb.T2].dataset_size}`) and of the MNIST page "
-    f"({src[rb.MN].data_label}); rank divisors {cfg.ranks}; stability tolerance {cfg.stable_tol}."))
+cfg, results, store = pages.begin("robustness_and_cost", globals())
 
 
 # %% tags=["remove-input", "hide-output"]
@@ -100,7 +82,7 @@ parameters.this_run(cfg)
 # ## Runs
 #
 # For each task and seed the page's run loads (or trains) every stage, then the studies run on it:
-# routing perturbations and modularity on Task 1 and MNIST, the rank and no-residual ablations on
+# routing perturbations on all three, modularity on Task 1 and MNIST, the rank and no-residual ablations on
 # Task 1 and Task 2 (the paper's two tasks), boundary sums on Task 1. The studies that only evaluate
 # (perturbations, removal, boundary sums, no residual path) use every seed; those that train new
 # stages (a replacement expert, a late expert and its router, residuals of other ranks) use the
@@ -108,39 +90,12 @@ parameters.this_run(cfg)
 # page within its time budget: on Task 1 each new residual trains on 64k questions.
 
 # %% tags=["hide-input", "remove-stderr"]
-parts: dict[str, list[pd.DataFrame]] = {}
-
-
-def keep(**tables: pd.DataFrame) -> None:
-    for name, df in tables.items():
-        parts.setdefault(name, []).append(df)
-
-
-for task in (rb.T1, rb.MN, rb.T2):
-    for s in tqdm(cfg.seeds, desc=rb.TASKS[task], disable=not progress_enabled()):
-        ld = rb.load(cfg, task, s, store, bb)
-        if task in (rb.T1, rb.MN):
-            keep(sweep=rb.sweep(ld, cfg.levels()), **rb.modularity(ld, store, cfg.replacement_seed, cfg.trains(s)))
-        if task in (rb.T1, rb.T2):
-            keep(no_residual=rb.no_residual(ld))
-            if cfg.trains(s):
-                keep(**rb.rank_ablation(ld, store, cfg.ranks))
-        if task == rb.T1:
-            keep(boundary=rb.boundary(ld))
-        del ld
-        gc.collect()
-t = {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
-t["parameter_cost"] = task1_addition.cost(bb, src[rb.T1])
-t["method_cost"] = cost.method_cost(bb, src[rb.T1], 5, 99, int(t["parameter_cost"]["tokens per question"].iloc[0]))
+t = rb.run(cfg, store)
 # what training each experiment page's stages cost, from its own last run (stages loaded from the cache keep the cost
-# recorded when they were trained)
-t["stage_times"] = published_costs(["toy_experiments", "task1_addition", "task2_mixed", "step_decomposition",
-                                    "mnist_label5", "routing_heatmaps"], cfg.profile, cfg.results_dir)
-# and the book's peak memory: each page's kernel and workers at once in its last cold full-profile run, the value
-# the Speed page shows (whatever profile this run is: a re-run from the cache cannot measure it)
-t["cold_peaks"] = bench_report.cold_peaks("full").rename_axis("page").reset_index()
-for name, df in t.items():
-    results.table(name, df)
+# recorded when they were trained), and the book's peak memory: each page's kernel and workers at once in its last
+# cold full-profile run, the value the Speed page shows (whatever profile this run is: a re-run cannot measure it)
+t |= costs.read_costs(cfg.profile, cfg.results_dir)
+results.tables.update(t)  # written as CSV files by pages.end
 
 # %% [markdown]
 # ## Robustness to routing noise
@@ -196,8 +151,8 @@ plots.change_heatmaps(t["replaced"], "Accuracy change with one expert replaced")
 for task, rows in t["added"].groupby("task", sort=False):  # one table per task: each has its own domains
     added = rows.pivot_table(index="system", columns="domain", values="accuracy", sort=False)
     added["bit-identical to all at once"] = rows.groupby("system", sort=False)["identical_to_all_at_once"].all()
-    display(plots.styled(added, precision=3, caption=f"{task}: adding the last expert later against all experts at "
-                         "once, accuracy per domain"))
+    what = f"{task}: adding the last expert later against all experts at once, accuracy per domain"
+    display(plots.behind_click(plots.styled(added, precision=3, caption=what), what))
 
 # %% [markdown]
 # ## Ablations (section 4.9)
@@ -252,10 +207,10 @@ plots.styled(cost.time_table(t["stage_times"]), precision=1, caption="Training c
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-pages.claims_table(results, rr.claims(cfg, t))
+pages.claims_table(results, rb.claims(cfg, t))
 
 # %% tags=["remove-cell"]
-glue_values(rr.found(cfg, t, ledger.verdicts(results.claims)))
+pages.glue_found(results, rb.found, cfg, t)
 
 # %% [markdown]
 # :::{dropdown} More: the clean base, the strongest perturbations, MNIST's modularity, the complexity formula
@@ -311,5 +266,4 @@ glue_values(rr.found(cfg, t, ledger.verdicts(results.claims)))
 # - **All {glue:text}`rb_n_claims` claims** (tolerance 0.05): {glue:text}`rb_tally`.
 
 # %% tags=["hide-input"]
-results.finish()
-display(Markdown(results.provenance_markdown()))
+pages.end(results)

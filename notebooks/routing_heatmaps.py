@@ -81,25 +81,14 @@ converge_cap = None  # extension, first seed: every phase trained until its vali
 stop_patience = None  # None: every epoch run (the paper's fixed epochs); or stop after this many epochs without a better validation loss
 
 # %% tags=["hide-input", "remove-stderr"]
-import pandas as pd
-from IPython.display import Markdown, display
-from tqdm import tqdm
+from IPython.display import display
 
-from redlib.book import ledger, pages, parameters, plots
-from redlib.book.glue import glue_values
-from redlib.core.store import Store
-from redlib.core.settings import progress_enabled
-from redlib.configs.routing_heatmaps import PAPER_SIZES
+from redlib.book import pages, parameters, plots, routing_plots
 from redlib.experiments import routing_heatmaps as ra
 from redlib.experiments import routing_heatmaps_report as rr
 from redlib.tasks import text_domains as td
 
-store = Store()
-cfg, results = pages.start("routing_heatmaps", globals(), store)
-plots.set_style()
-tok = td.load_tokenizer(cfg.tokenizer)
-display(Markdown(f"Profile **{cfg.profile}**, seeds {cfg.seeds}, tokenizer `{cfg.tokenizer}` "
-                 f"({type(tok).__name__}, {len(tok):,} ids), {'causal' if cfg.causal else 'unmasked'} text experts."))
+cfg, results, store = pages.begin("routing_heatmaps", globals())
 
 
 # %% tags=["remove-input", "hide-output"]
@@ -131,20 +120,14 @@ parameters.this_run(cfg)
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-sizes = pd.DataFrame([
-    {"experiment": e, "setting": k, "this run": getattr(cfg, f"{w}_{k}"), "the paper": v}
-    for e, w in (("1 code expert", "code"), ("3 domain experts", "domain")) for k, v in PAPER_SIZES[w].items()])
-plots.styled(sizes, hide_index=True, caption="Model and data sizes: this run against the paper's")
+plots.styled(rr.sizes(cfg), hide_index=True, caption="Model and data sizes: this run against the paper's")
 
 # %% [markdown]
 # One sample of each domain (first seed):
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-examples = pd.DataFrame([{"experiment": e, "domain": d, "example": td.generate(d, 1, cfg.seed)[0].replace("\n", " ⏎ ")}
-                         for e, names in (("1", td.EXPERIMENT_DOMAINS["code"]), ("3", td.EXPERIMENT_DOMAINS["domains"]))
-                         for d in names])
-plots.styled(examples, hide_index=True, caption="One generated example per domain")
+plots.styled(rr.examples(cfg), hide_index=True, caption="One generated example per domain")
 
 # %% [markdown]
 # ## Experiment 1: a pretrained code expert
@@ -154,16 +137,10 @@ plots.styled(examples, hide_index=True, caption="One generated example per domai
 # the router and the head fresh) and trains all of it on the four domains.
 
 # %% tags=["hide-input", "remove-stderr"]
-code_routes, epochs_1, views = [], [], {}
-for s in tqdm(cfg.seeds, desc="experiment 1", disable=not progress_enabled()):
-    moe, corpus, ep = ra.code_experiment(cfg, s, tok, store)
-    code_routes.append(ra.text_routing(moe, corpus).assign(seed=s))
-    epochs_1.append(ep)
-    if s == cfg.seed:
-        views = {f"{d} sample": ra.token_view(moe, corpus, corpus.names.index(d)) for d in ("code", "story")}
-code_routes = pd.concat(code_routes, ignore_index=True)
-code_table = rr.by_domain(code_routes)
-results.table("code_routing", code_table)
+t = ra.run(cfg, store)  # the three experiments on every seed (and the first seed trained longer, where asked)
+results.tables.update(t)  # written as CSV files by pages.end
+code_table, digit_table, contrast = t["code_routing"], t["digit_routing"], t["digit_contrast"]
+domain_table, match, epochs = t["domain_routing"], t["domain_match"], t["epochs"]
 
 # %% [markdown]
 # The routing heatmap: the average routing weight each expert receives on the held-out samples of
@@ -171,7 +148,7 @@ results.table("code_routing", code_table)
 # share of tokens for which each expert is the top choice is beside it.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment 1: mean routing weight and top-1 token share per domain and expert, held-out samples, mean over seeds. Expert 0 is the pretrained code expert.", "name": "fig-ra-code"}, "image": {"alt": "Two heatmaps of routing per domain and expert for the code-expert MoE"}}
-plots.routing_heatmaps({"mean routing weight": rr.heat(code_table, "weight"),
+routing_plots.routing_heatmaps({"mean routing weight": rr.heat(code_table, "weight"),
                         "share of top-1 tokens": rr.heat(code_table, "token share")},
                        "Experiment 1: where the router sends each domain");
 
@@ -186,7 +163,7 @@ plots.styled(rr.expert0(code_table), caption="Experiment 1: expert 0's routing s
 # by the expert with the highest routing weight, with that weight.
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment 1, first seed: the top expert of each token of a held-out code and story sample.", "name": "fig-ra-tokens"}, "image": {"alt": "Tokens of two samples in boxes coloured by their top expert"}}
-plots.token_routes(views, 4);
+routing_plots.token_routes({name: v.reset_index(drop=True) for name, v in t["token_views"].groupby("sample", sort=False)}, 4);
 
 # %% [markdown]
 # ## Experiment 2: a pretrained "0 or 7" digit expert
@@ -199,21 +176,8 @@ plots.token_routes(views, 4);
 # `mnist_data_dir` points at full MNIST.
 
 # %% tags=["hide-input", "remove-stderr"]
-digits = ra.digit_data(cfg)
-digit_rows, digit_acc, epochs_2 = [], {}, []
-for s in tqdm(cfg.seeds, desc="experiment 2", disable=not progress_enabled()):
-    moe, ep = ra.digit_experiment(cfg, s, digits, store)
-    rows, digit_acc[s] = ra.digit_routing(moe, digits)
-    digit_rows.append(rows.assign(seed=s))
-    epochs_2.append(ep)
-digit_rows = pd.concat(digit_rows, ignore_index=True)
-digit_table = rr.digit_table(digit_rows)
-contrast = rr.digit_contrast(digit_rows, digit_acc)
-results.table("digit_routing", digit_table)
-results.table("digit_contrast", contrast)
-
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment 2: share of test digits whose top expert is each expert, and mean gate weight, per digit (mean over seeds). Expert 0 holds the pretrained '0 or 7' body.", "name": "fig-ra-digits"}, "image": {"alt": "Two heatmaps of gate routing per digit and expert"}}
-plots.routing_heatmaps({"share of test digits (top expert)": rr.heat(digit_table, "top share", "digit"),
+routing_plots.routing_heatmaps({"share of test digits (top expert)": rr.heat(digit_table, "top share", "digit"),
                         "mean gate weight": rr.heat(digit_table, "weight", "digit")},
                        "Experiment 2: where the gate sends each digit");
 
@@ -235,19 +199,9 @@ plots.styled(contrast, hide_index=True, caption="Experiment 2: expert 0 as top e
 # formula). Both settings start from the same pretrained experts.
 
 # %% tags=["hide-input", "remove-stderr"]
-domain_routes, epochs_3 = [], []
-for s in tqdm(cfg.seeds, desc="experiment 3", disable=not progress_enabled()):
-    moes, corpus, ep = ra.domain_experiment(cfg, s, tok, store)
-    domain_routes += [ra.text_routing(m, corpus).assign(seed=s, setting=rr.setting_name(w)) for w, m in moes.items()]
-    epochs_3.append(ep)
-domain_table = rr.by_domain(pd.concat(domain_routes, ignore_index=True))
-match = rr.matching(domain_table, td.EXPERIMENT_DOMAINS["domains"])
-results.table("domain_routing", domain_table)
-results.table("domain_match", match)
-
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Experiment 3: share of each domain's held-out tokens whose top expert is each expert, without and with the entropy term (mean over seeds). Expert i was pretrained on the i-th domain.", "name": "fig-ra-domains"}, "image": {"alt": "Two heatmaps of token routing per domain and expert for the domain-expert MoE"}}
 names = [f"E{i} {d[:4]}." for i, d in enumerate(td.EXPERIMENT_DOMAINS["domains"])]
-plots.routing_heatmaps({st: rr.heat(domain_table[domain_table["setting"] == st], "token share", names=names)
+routing_plots.routing_heatmaps({st: rr.heat(domain_table[domain_table["setting"] == st], "token share", names=names)
                         for st in dict.fromkeys(domain_table["setting"])},
                        "Experiment 3: share of tokens routed to each expert", label="token share");
 
@@ -265,9 +219,6 @@ plots.styled(match.groupby(["setting", "domain"], sort=False)["token share"].agg
 # (click to show):
 
 # %% tags=["hide-input"]
-epochs = pd.concat([pd.concat(x).assign(experiment=e) for e, x in
-                    (("1", epochs_1), ("2", epochs_2), ("3", epochs_3))], ignore_index=True)
-results.table("epochs", epochs)
 improving = int(epochs["still improving at the cap"].sum())
 plots.behind_click(plots.styled(epochs.drop(columns="cached"), hide_index=True,
                                 caption="Every stage's epochs, kept epoch and validation loss"),
@@ -283,9 +234,8 @@ plots.behind_click(plots.styled(epochs.drop(columns="cached"), hide_index=True,
 # `converge_cap` epochs, all else unchanged; the table counts the stages still improving at that cap:
 
 # %% tags=["hide-input", "remove-stderr"]
-converged = rr.converged_run(cfg, tok, digits, store) if cfg.converge_cap else None
+converged = ra.converged(t)
 if converged is not None:
-    results.table("converged_epochs", converged["epochs"])
     display(plots.styled(converged["epochs"].drop(columns="cached"), hide_index=True,
                          caption="Extension, first seed: every stage's epochs, trained longer (the cap: converge_cap)"))
 
@@ -299,14 +249,10 @@ if converged is not None:
 # (judged without the entropy term, the paper's base setting; with it, beside it as an extension).
 
 # %% tags=["hide-input"]
-pages.claims_table(results, rr.with_converged(rr.claims(cfg, code_table, contrast, match,
-                                                       rr.by_domain(code_routes, first=5)), cfg, converged))
+pages.claims_table(results, ra.claims(cfg, t))
 
 # %% tags=["remove-cell"]
-glue_values(rr.found(cfg, results.claims, ledger.verdicts(results.claims), contrast, match, domain_table))
-glue_values({"ra_converged_epochs": rr.epochs_words(converged["epochs"]) if converged is not None else "not run",
-             "ra_converged_moved": ledger.verdicts_beside(results.claims, rr.converged_label(cfg) if converged is not None
-                                                          else None)})
+pages.glue_found(results, ra.found, cfg, t)
 
 # %% [markdown]
 # ## What we found
@@ -331,5 +277,4 @@ glue_values({"ra_converged_epochs": rr.epochs_words(converged["epochs"]) if conv
 #   ordering on that seed (against the paper's epochs): {glue:text}`ra_converged_first`; one seed is no verdict.
 
 # %% tags=["hide-input"]
-results.finish()
-display(Markdown(results.provenance_markdown()))
+pages.end(results)

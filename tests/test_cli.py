@@ -184,7 +184,8 @@ def _non_utf8(tmp_path: Path) -> str:
 # any kernel starts, writing nothing
 NEWCOMER_CASES = [
     # no route writes into the published book (paths resolved through .. and links)
-    (["run", "intro", "-p", "seed", "3", "--output", "book/intro.ipynb"], "lies in the published book/"),
+    (["run", "intro", "-p", "profile", "smoke", "--output", "book/intro.ipynb"], "lies in the published book/"),
+    (["run", "intro", "-p", "seed", "3"], "unknown parameter 'seed' for notebook intro; allowed: profile, results_dir"),
     (["run", "toy_experiments", "-p", "profile", "smoke", "--output", "book/toy_experiments.ipynb"],
      "lies in the published book/"),
     (["run", "intro", "--output", _out, "-p", "results_dir", "results/../results"], "is the published results/"),

@@ -67,7 +67,7 @@ def test_list_parameters_are_lists_from_every_door():
     a, b = R.from_params(profile="smoke"), R.from_params(profile="smoke")
     a.noise_levels.append(8)  # each config has its own copy of a list default
     assert b.noise_levels == [0, 0.25, 0.5, 1, 2, 4]
-    assert T.from_params(profile="full").extensions == ["pairs", "digits:pairs"]
+    assert T.from_params(profile="full").extensions == ["pairs", "digits:pairs", "paper_budget"]
     for bad, words in [({"rank_divisors": "4,x"}, "must be a list of int, got '4,x'"),
                        ({"rank_divisors": [4, 2.5]}, "must be a list of int, got [4, 2.5]"),
                        ({"noise_levels": True}, "must be a list of float, got True")]:

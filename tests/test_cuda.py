@@ -77,7 +77,7 @@ def test_a_tiny_mnist_run_on_cuda_beats_chance(tmp_path):
     cfg = MnistConfig.from_params(profile="smoke", max_epochs=2, backbone_epochs=2, device="cuda")
     parts = digits.splits(None, split_seed=0)
     parts = {k: (x[: len(x) // 4], y[: len(y) // 4]) for k, (x, y) in parts.items()}  # 1,000 / 125 / 125 digits
-    run = mnist_label5.run(cfg, 0, parts, Store(tmp_path))
+    run = mnist_label5.run_seed(cfg, 0, parts, Store(tmp_path))
     acc = mnist_label5.evaluate(run)["overall"].set_index("method")["accuracy"]
     assert acc["oracle experts"] > 0.3 and acc["RED"] > 0.2  # chance is 0.1
 

@@ -53,7 +53,7 @@ def tiny_run(tiny_qwen, tmp_path_factory):
                                               op_samples=300, tagger_epochs=2, head_lr=1e-2, extensions=[])
     store = Store(tmp_path_factory.mktemp("cache"))
     bb = Backbone(cfg.backbone, cfg.k_trainable)
-    return cfg, bb, store, dec.run(cfg, 0, Setting("iid"), bb, store)
+    return cfg, bb, store, dec.run_seed(cfg, 0, Setting("iid"), bb, store)
 
 
 def test_its_stages_are_filed_under_the_pages_key(tiny_run):

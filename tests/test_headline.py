@@ -106,3 +106,30 @@ def test_each_row_says_how_well_the_router_routes_and_the_unseen_texts_are_a_row
     assert shown.loc["Task 2, iid, unseen test texts", "router"] == "—"
     words = headline.cause_words(df)
     assert "send 0.980 to 0.980 of test inputs" in words and "Task 2, iid, unseen test texts (+0.100)" in words
+
+
+def test_the_misrouting_gap_is_read_per_task_at_the_papers_router_error(tmp_path):
+    """RED − MoE per task, seed and misrouted share from the robustness sweep; at a share between two swept ones it
+    lies on the line between them (a method's accuracy is linear in the share); the words name where each task
+    reaches the paper's gap, or that it does not."""
+    from redlib.book import misrouting
+
+    rows = []
+    for task, slope in (("Task 1", 0.9), ("MNIST", 0.05)):
+        for seed in (0, 1):
+            for share in (0.0, 0.1, 0.5, 1.0):
+                rows += [{"task": task, "seed": seed, "perturbation": misrouting.KIND, "strength": share,
+                          "method": "RED", "accuracy": 1.0 - 0.05 * share},
+                         {"task": task, "seed": seed, "perturbation": misrouting.KIND, "strength": share,
+                          "method": "softmax MoE", "accuracy": 1.0 - (0.05 + slope) * share},
+                         {"task": task, "seed": seed, "perturbation": "logit noise", "strength": share,
+                          "method": "RED", "accuracy": 0.0}]
+    page(tmp_path, "robustness_and_cost", "sweep", rows)
+    g = misrouting.gaps("full", tmp_path)
+    assert sorted(g["task"].unique()) == ["MNIST", "Task 1"] and len(g) == 16
+    at = misrouting.at_share(g, 0.035)
+    assert abs(at["Task 1"] - 0.9 * 0.035) < 1e-9 and abs(at["MNIST"] - 0.05 * 0.035) < 1e-9
+    words = misrouting.words(g)
+    assert "Task 1 from 50% of inputs misrouted" in words  # 0.45 at 50% first clears the paper's +0.115
+    assert "MNIST at no share up to 100%" in words
+    assert misrouting.gaps("full", tmp_path / "none") is None

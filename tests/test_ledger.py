@@ -106,7 +106,8 @@ def test_an_order_inside_the_seeds_spread_is_a_tie_not_an_order():
     noisy = measure.ordering(pd.DataFrame({"RED": [0.80, 0.70, 0.90], "MoE": [0.75, 0.78, 0.80]}), ["RED", "MoE"])
     assert noisy["mean_holds"] and ledger.verdict(claim, noisy) == "partly" and ledger.note(claim, noisy).startswith("tie")
     clear = measure.ordering(pd.DataFrame({"RED": [0.90, 0.92, 0.91], "MoE": [0.80, 0.81, 0.79]}), ["RED", "MoE"])
-    assert ledger.verdict(claim, clear) == "holds" and ledger.note(claim, clear) == ""
+    assert ledger.verdict(claim, clear) == "holds"  # a decided order shows its margin over the threshold
+    assert ledger.note(claim, clear).startswith("decided: RED − MoE = +0.110") and "0.090 beyond" in ledger.note(claim, clear)
     reversed_ = measure.ordering(pd.DataFrame({"RED": [0.70, 0.72, 0.71], "MoE": [0.80, 0.81, 0.79]}), ["RED", "MoE"])
     assert ledger.verdict(claim, reversed_) == "does not hold"
     one_seed = measure.order([True], True, pairs=[("0 and 7", "others", [0.5], [0.472])])
@@ -295,3 +296,24 @@ def test_an_order_measured_anywhere_is_judged_by_the_one_order_rule():
                   {"per_seed": [False, False], "mean_holds": False}):
         assert ledger.verdict(claim, entry) == order_claim_verdict(entry)
     assert order_claim_verdict({"per_seed": [True], "mean_holds": True, "compared": [1.0, 0.999]}) == "untestable here"
+
+
+def test_the_old_numbers_under_todays_rules_name_what_moved_a_verdict(tmp_path):
+    """Beside verdicts_before.csv, the pass keeps the numbers behind them: a verdict the old numbers already give under
+    today's rules moved by the rules; one they do not give moved by the re-run."""
+    import json
+
+    claims = load_claims()
+    t1_old, t2_old = {"value": 0.97, "per_seed": [0.97, 0.97]}, {"value": 0.76, "per_seed": [0.76, 0.76]}
+    far = {"value": 0.3, "per_seed": [0.3, 0.3]}
+    before = tmp_path / "verdicts_before.csv"
+    pd.DataFrame({"id": ["t1.red.acc", "t2.red.acc"], "verdict": ["partly", "holds"], "notebook": ["task1_addition",
+                  "task2_mixed"], "published_at": ["abc1234"] * 2}).to_csv(before, index=False)
+    (tmp_path / ledger.CLAIMS_BEFORE).write_text(json.dumps({"t1.red.acc": t1_old, "t2.red.acc": t2_old}))
+    assert ledger.verdict(claims["t1.red.acc"], t1_old) == "holds" == ledger.verdict(claims["t2.red.acc"], t2_old)
+    now = pd.DataFrame({"id": ["t1.red.acc", "t2.red.acc"],
+                        "verdict": ["holds", ledger.verdict(claims["t2.red.acc"], far)],
+                        "notebook": ["task1_addition", "task2_mixed"], "note": ["", ""]})
+    moved = ledger.changes(now, before)
+    assert moved["cause"][0].startswith("the ledger's rules: the previous numbers")
+    assert moved["cause"][1].startswith("the re-run: the previous numbers, judged by today's rules, still read 'holds'")

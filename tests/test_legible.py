@@ -11,7 +11,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import pytest  # noqa: E402
 
-from redlib.book import diagram, legible, plots  # noqa: E402
+from redlib.book import diagram, legible, plots, routing_plots  # noqa: E402
 
 RNG = np.random.default_rng(0)
 METHODS = ["RED", "softmax MoE", "uniform averaging", "top-1 MoE", "single model", "oracle", "no residual"]
@@ -31,7 +31,7 @@ def heat(rows: int = 7, cols: int = 6) -> pd.DataFrame:
 
 def hidden_sweep() -> pd.DataFrame:
     """The full profile's routing-noise sweep: five methods, four perturbations, and the MoE under RED's router drawn
-    exactly under RED, so its legend label grows to "softmax MoE (RED's router) (under RED)"."""
+    exactly over RED (drawn after it), so RED's legend label grows to "RED (under softmax MoE (RED's router))"."""
     rows = []
     for t in ("Task 1", "Task 2", "MNIST"):
         for p in ("none", "logit noise", "misrouted (random expert)", "misrouted (adjacent expert)", "flattened"):
@@ -72,8 +72,8 @@ FIGURES = {
     "change_heatmaps": lambda: plots.change_heatmaps(pd.DataFrame(
         [dict(task=t, method=m, expert=e, domain=d, change=RNG.random() - 0.5) for t in ("Task 1", "MNIST")
          for m in ("RED", "softmax MoE") for e in range(5) for d in range(5)]), "Accuracy change, one expert removed"),
-    "routing_heatmaps": lambda: plots.routing_heatmaps({n: heat(10, 5) for n in ("top-1 share", "weight", "x")}, "R"),
-    "token_routes": lambda: plots.token_routes({f"sample {i}": pd.DataFrame(
+    "routing_heatmaps": lambda: routing_plots.routing_heatmaps({n: heat(10, 5) for n in ("top-1 share", "weight", "x")}, "R"),
+    "token_routes": lambda: routing_plots.token_routes({f"sample {i}": pd.DataFrame(
         {"token": [f"tok{j}" for j in range(23)], "top expert": RNG.integers(0, 4, 23), "weight": RNG.random(23)})
         for i in range(2)}, 4),
     "speedup_vs_bound": lambda: plots.speedup_vs_bound(pd.DataFrame(dict(
@@ -125,7 +125,7 @@ def test_two_panels_that_show_one_result_are_drawn_once_and_different_ones_twice
 def test_a_long_legend_stacks_into_rows_within_the_panels_instead_of_widening_the_figure():
     fig = plots.perturbation_curves(hidden_sweep(), "Accuracy under routing perturbations")
     labels = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert "softmax MoE (RED's router) (under RED)" in labels
+    assert "RED (under softmax MoE (RED's router))" in labels
     assert legible.scale(fig) == 1.0  # shown at its own size: no wider than the column
 
 
@@ -139,10 +139,10 @@ def test_a_legend_below_its_axes_starts_under_the_axis_label_and_tick_labels(nam
     assert top < ax.get_tightbbox(r).y0  # under the tick labels and the axis label
 
 
-def test_a_line_drawn_under_another_says_so_in_its_label_and_zero_changes_are_blank():
+def test_a_line_drawn_under_a_later_one_says_so_in_its_label_and_zero_changes_are_blank():
     df = pd.DataFrame([dict(panel=p, strength=s, method=m, accuracy=s + (0.3 if m == "base" else 0.001 * (m == "b")))
                        for p in ("x", "y") for s in (0.0, 0.5) for m in ("a", "b", "base")])
     assert plots.hidden_under(df, ["panel", "strength"], "method", "accuracy") == {
-        "a": "a", "b": "b (under a)", "base": "base"}
+        "a": "a (under b)", "b": "b", "base": "base"}
     labels = plots.change_labels(pd.DataFrame([[0.0, 0.004, -0.2], [0.0 - 0.006, 0.5, np.nan]]))
     assert labels.tolist() == [["", "", "-0.20"], ["-0.01", "+0.50", ""]]

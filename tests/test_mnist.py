@@ -67,7 +67,7 @@ def test_a_tiny_run_beats_chance_and_has_both_moe_forms(tmp_path):
     cfg = MnistConfig.from_params(profile="smoke", max_epochs=2, backbone_epochs=2)
     parts = data.splits(None, split_seed=0)
     parts = {k: (x[: len(x) // 4], y[: len(y) // 4]) for k, (x, y) in parts.items()}  # 1,000 / 125 / 125 digits
-    run = mnist_label5.run(cfg, 0, parts, Store(tmp_path))
+    run = mnist_label5.run_seed(cfg, 0, parts, Store(tmp_path))
     assert [p.name for p in tmp_path.iterdir()] == [cfg.KEY] == ["mn"]  # its stages, under the page's key
     base = base_rows(cfg, run.data.labels["train"], 0)
     assert (np.bincount(run.data.labels["train"][base].numpy()) == 10).all()  # 10% of 1,000, balanced by label

@@ -136,7 +136,7 @@ def test_the_converged_extension_stops_by_patience_and_leaves_the_papers_epochs_
     assert long.seeds == [cfg.seed] and long.adam("text", 0, long.code_epochs, "x").patience == PAPER_PATIENCE
     assert long.code_epochs == long.domain_moe_epochs == long.digit_epochs == 5
     digits = {part: (x[:300], y[:300]) for part, (x, y) in ra.digit_data(cfg).items()}
-    ext = rr.converged_run(cfg, tok, digits, Store(tmp_path))
+    ext = ra.converged_run(cfg, tok, digits, Store(tmp_path))
     ep = ext["epochs"]
     assert set(ep["experiment"]) == {"1", "2", "3"} and (ep["max epochs"] == 5).all() and (ep["patience"] == 3).all()
     assert ((ep["epochs run"] == 5) | (ep["epochs run"] == ep["best epoch"] + 4)).all()  # the cap, or patience

@@ -150,3 +150,49 @@ def test_the_range_figure_shows_the_first_setting_with_room_to_rank():
     ov = pd.DataFrame(rows("iid", 1.0, 0.999) + rows("pairs", 0.7, 0.8))
     assert range_tables.room_to_rank(ov, ["iid", "pairs"]) == "pairs"
     assert range_tables.room_to_rank(ov[ov["run"] == "iid"], ["iid"]) == "iid"  # none has room: the claims' setting
+
+
+def test_the_paper_budget_table_sets_each_budget_beside_the_protocol_and_the_paper():
+    """The extension under the paper's epoch budgets: a method per row, our protocol's first seed, each budget and the
+    paper's number as columns; its words name both baselines; without the extension, how to run it."""
+    from redlib.core.claims import load_claims
+    from redlib.experiments import range_tables
+
+    overall = pd.DataFrame({"run": ["iid"] * 4 + ["iid"] * 2, "seed": [0] * 4 + [1] * 2,
+                            "method": ["RED", "softmax MoE", "uniform averaging", "oracle experts", "RED", "softmax MoE"],
+                            "accuracy": [0.99, 0.98, 0.9, 0.97, 0.5, 0.5]})
+    budget = pd.DataFrame([{"method": m, "accuracy": a, "budget": b} for b, k in (("b60", 0.1), ("b8", 0.2))
+                           for m, a in (("RED", 0.9 - k), ("softmax MoE", 0.8 - k), ("uniform averaging", 0.3 - k))])
+    t = {"overall": overall, "paper_budget": budget}
+    table = range_tables.budget_table(t, "iid", 0, "t1")
+    assert list(table.index) == ["RED", "softmax MoE", "uniform averaging"]
+    assert list(table.columns[1:3]) == ["b60", "b8"] and table.iloc[0, 0] == 0.99
+    assert table.loc["uniform averaging", "the paper"] == load_claims()["t1.uniform.acc"]["paper"]
+    words = range_tables.budget_words(t, "iid", 0, "t1")
+    assert words.startswith("uniform averaging 0.900 under our protocol, 0.200 under b60, 0.100 under b8")
+    assert "softmax MoE 0.980" in words
+    assert range_tables.budget_words({"overall": overall}, "iid", 0, "t1").startswith("not run")
+
+
+def test_confusion_matrices_survive_their_table():
+    """A page keeps its confusion matrices as one long table of the cells that count something (and the diagonal);
+    read back, they are the same matrices, every label on both axes."""
+    from redlib.core.metrics import confusion, confusion_matrices, confusion_table
+
+    m = {"a (0.5)": confusion([0, 1, 2, 2], [0, 2, 2, 1], labels=[0, 1, 2]),
+         "b": confusion([0, 1], [1, 1], labels=[0, 1, 2])}
+    table = confusion_table(m)
+    assert len(table) < 18 and list(table.columns) == ["title", "true", "predicted", "count"]
+    back = confusion_matrices(table)
+    assert list(back) == list(m) and all(back[k].equals(m[k]) for k in m)
+
+
+def test_only_the_arithmetic_pages_offer_the_paper_budget_extension():
+    from redlib.configs.step_decomposition import DecompositionConfig
+    from redlib.configs.task2_mixed import Task2Config
+    from redlib.core.config import ParameterError
+
+    assert Task1Config.from_params(profile="full").paper_budget
+    assert not Task2Config.from_params(profile="full", extensions=["isolated"]).paper_budget
+    with pytest.raises(ParameterError, match="unknown extension 'paper_budget'.*allowed: .*attribution"):
+        DecompositionConfig.from_params(profile="smoke", extensions=["paper_budget"])

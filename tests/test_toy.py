@@ -67,12 +67,14 @@ def test_own_domain_pairs_each_expert_with_its_domain():
     assert toy_experiments.own_domain(ev, ["r1", "r2"]).tolist() == [0.8]
 
 
-def test_parallel_workers_give_the_serial_tables_and_record_every_stage(tmp_path):
+def test_parallel_workers_give_the_serial_tables_and_record_every_stage(tmp_path, monkeypatch):
 
     cfg = ToyConfig.from_params(profile="smoke", max_epochs=5, patience=5)
     serial_store, parallel_store = Store(tmp_path / "serial"), Store(tmp_path / "parallel")
-    serial = toy_experiments.run_all(cfg, serial_store, workers=1)
-    parallel = toy_experiments.run_all(cfg, parallel_store, workers=2)
+    monkeypatch.setenv("REDLIB_WORKERS", "1")
+    serial = toy_experiments.run(cfg, serial_store)
+    monkeypatch.setenv("REDLIB_WORKERS", "2")
+    parallel = toy_experiments.run(cfg, parallel_store)
     assert serial.keys() == parallel.keys()
     for name in serial:
         pd.testing.assert_frame_equal(serial[name], parallel[name])
@@ -80,5 +82,5 @@ def test_parallel_workers_give_the_serial_tables_and_record_every_stage(tmp_path
     assert parallel_store.misses == serial_store.misses > 0 and parallel_store.hits == 0
     assert set(parallel_store.seconds) == set(serial_store.seconds)
     again = Store(tmp_path / "parallel")
-    toy_experiments.run_all(cfg, again, workers=2)
+    toy_experiments.run(cfg, again)
     assert again.misses == 0 and again.hits == serial_store.misses

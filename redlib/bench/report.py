@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+
 
 import pandas as pd
 
-from ..book.costs import LONGEST, timed_runs
+from ..book.costs import LONGEST, cold_peaks, timed_runs  # noqa: F401 (cold_peaks: read where the bench reports)
 from ..book.registry import BOOK_MINUTES, BUDGETS, PAGES, config_for, stage_kinds
 from ..configs.red import upgraded
 from ..core.config import ParameterError
@@ -17,16 +17,6 @@ from .cold import cold_book, committed, disturbed, load, resumed  # noqa: F401 (
 WHERE = "why missed"  # the targets table's column: where a missed budget's time (or memory) goes
 # What each cache kind holds (a kind is "<task>/<stage>"): the RED pipeline's stages and the pages' own.
 STAGE_WHAT = stage_kinds()
-
-
-def cold_peaks(profile: str, bench: dict[str, Any] | None = None) -> pd.Series:
-    """The book's one peak-memory value per page (GiB): its kernel and workers together, sampled every 0.25 s in its
-    last cold run of `profile` (the committed bench unless `bench` is given); a page timed before workers were
-    sampled is left out rather than read as its kernel alone."""
-    bench = committed() if bench is None else bench
-    per = ((bench or {}).get("notebooks", {}).get(profile) or {}).get("per_notebook", {})
-    return pd.Series({name: t["peak_rss_mb_with_workers"] / 1024 for name, t in per.items()
-                      if t.get("peak_rss_mb_with_workers")}, dtype=float, name="GiB")
 
 
 def route_costs(path: Path | None = None) -> pd.DataFrame:

@@ -190,6 +190,8 @@ def publish_pass(path: Path, report: dict, profile: str, cache: Path, record: Ca
 
         ledger.snapshot(project_root() / "results").to_csv(project_root() / "results" / "verdicts_before.csv",
                                                            index=False)
+        collected = ledger.collect(project_root() / "results")  # and the numbers behind them, for each change's cause
+        (project_root() / "results" / ledger.CLAIMS_BEFORE).write_text(json.dumps(collected, indent=1, default=str))
     report.setdefault("cold_pass", {})[profile] = run
     with tempfile.TemporaryDirectory() as tmp, cold_pass.segment(cache, run) as seg:
         for name in [n for n in NOTEBOOKS if n not in run["done"]]:

@@ -3,7 +3,9 @@ run implies."""
 
 from __future__ import annotations
 
+import json
 import os
+from typing import Any
 
 import pandas as pd
 
@@ -11,6 +13,7 @@ from ..configs.ranges import mix_from_words
 from ..configs.red import upgraded
 from ..red.cost import TIME_COLUMNS
 from ..tasks.mixed import parse_mix
+from ..core.paths import project_root
 from .results import read
 
 
@@ -32,6 +35,28 @@ def published_costs(pages: list[str], profile: str = "full", results_dir: str | 
                   "git_commit": (p.get("git_commit") or "")[:7], "measured_at": p.get("started_at", "")}
                  for kind, s in st["train_seconds_by_kind"].items()]
     return pd.DataFrame(rows, columns=TIME_COLUMNS)
+
+
+def cold_peaks(profile: str, bench: dict[str, Any] | None = None) -> pd.Series:
+    """The book's one peak-memory value per page (GiB): its kernel and workers together, sampled every 0.25 s in its
+    last cold run of `profile` (the committed bench file, results/bench/bench.json, unless `bench` is given); a page
+    timed before workers were sampled is left out rather than read as its kernel alone."""
+    if bench is None:
+        path = project_root() / "results" / "bench" / "bench.json"
+        bench = json.loads(path.read_text()) if path.exists() else {}
+    per = ((bench or {}).get("notebooks", {}).get(profile) or {}).get("per_notebook", {})
+    return pd.Series({name: t["peak_rss_mb_with_workers"] / 1024 for name, t in per.items()
+                      if t.get("peak_rss_mb_with_workers")}, dtype=float, name="GiB")
+
+
+def read_costs(profile: str = "full", results_dir: str | os.PathLike = "results") -> dict[str, pd.DataFrame]:
+    """What the cost page reads rather than trains: every other training page's stage seconds from its last run
+    (`stage_times`) and each page's peak memory in its last cold run of the full profile (`cold_peaks`)."""
+    from .registry import PAGES
+
+    others = [p.name for p in PAGES if p.trains and p.name != "robustness_and_cost"]
+    return {"stage_times": published_costs(others, profile, results_dir),
+            "cold_peaks": cold_peaks("full").rename_axis("page").reset_index()}
 
 
 def cold_estimates(pages: list[str], profile: str = "full", results_dir: str | os.PathLike = "results") -> pd.DataFrame:

@@ -1,7 +1,7 @@
 """The claims ledger: every claim of the paper joined with what the notebooks measured, and a verdict by rule.
 
-This is the only place a measurement becomes a verdict: the ledger page and each page's own claims table
-both call `verdict`. Verdicts come from the claim's kind, every one judged seed by seed: `value` (each seed, and
+This docstring states the one set of rules by which a measurement becomes a verdict (`verdict`, in `core/claims.py`,
+where a page's own findings read it too): the ledger page and each page's own claims table both call it. Verdicts come from the claim's kind, every one judged seed by seed: `value` (each seed, and
 each number of a per-range or per-case claim, within a tolerance of the paper's number), `order` (each compared
 pair decided the claimed way by paired seeds, a difference inside their spread being a tie), `bound` (each seed
 inside the stated range). A claim the setting cannot test is "untestable here": every value it compares at the
@@ -12,14 +12,17 @@ claim no notebook measured yet is "not measured", never blank.
 
 from __future__ import annotations
 
+import json
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from ..core.claims import (CEILING, VALUE_TOL, bound_verdict, direction, elementwise_verdict, load_claims,
-                           order_claim_verdict, paired_order_verdict, small, unbroken, untestable, value_verdict)
+from ..core.claims import (CEILING, NOT_COMPARABLE, VALUE_TOL, direction, elementwise_verdict, load_claims,
+                           paired_order_verdict, per_seed_of, small, unbroken, verdict, verdicts,
+                           verdicts_beside)  # noqa: F401 (verdicts_beside: the ledger's, where pages look for it)
 from .registry import BY_NAME, PAGES
 from .results import read
 from .words import reader
@@ -27,14 +30,6 @@ from .words import reader
 VERDICTS = ("holds", "partly", "does not hold", "untestable here", "not comparable", "not measured")
 COLOURS = {"holds": "#c8e6c9", "partly": "#fff3c4", "does not hold": "#ffcdd2", "untestable here": "#d4e4f4",
            "not comparable": "#e6dcef", "not measured": "#e0e0e0"}
-# claims whose quantity we measure on other hardware and another backbone than the paper's: the figure is shown,
-# no verdict is drawn from it
-NOT_COMPARABLE = {"eff.train_time": "CPU hours of MiniLM-L6 on 2 cores against the paper's hours of Qwen3-0.6B on an "
-                                    "RTX 3060 Ti",
-                  "eff.peak_memory": "the CPU memory of a page and its workers against the paper's accelerator memory "
-                                     "for Qwen3-0.6B"}
-
-
 def collect(results_root: str | os.PathLike, profile: str = "full", claims_file=None) -> dict[str, dict[str, Any]]:
     """Every claim measured by a registered page's last run, tagged with its notebook and provenance."""
     known = load_claims(claims_file)
@@ -50,62 +45,12 @@ def collect(results_root: str | os.PathLike, profile: str = "full", claims_file=
     return out
 
 
-def _per_seed(entry: dict[str, Any]) -> list[Any]:
-    """A measurement's values per seed (its one value when it has no seeds)."""
-    return entry.get("per_seed", [entry.get("value")])
-
-
-def _bound(entry: dict[str, Any], paper: Any) -> tuple[float, float] | None:
-    if "bound" in entry:
-        return tuple(entry["bound"])
-    if isinstance(paper, (int, float)):
-        return float(paper), float(paper)
-    if isinstance(paper, list) and len(paper) == 2 and all(isinstance(p, (int, float)) for p in paper):
-        return float(paper[0]), float(paper[1])
-    return None
-
-
-def verdict(claim: dict[str, Any], entry: dict[str, Any] | None, tol: float = VALUE_TOL) -> str:
-    """The verdict of one claim by the rule of its kind (see the module docstring)."""
-    if entry is None:
-        return "not measured"
-    if claim.get("id") in NOT_COMPARABLE:
-        return "not comparable"
-    kind, paper, per_seed = claim["kind"], claim["paper"], _per_seed(entry)
-    if kind == "order" and untestable(entry):  # every value compared at the ceiling: no room to show an order
-        return "untestable here"
-    if "others_lowest" in entry:  # "the only method above a bound": ours inside it, and every other method below it
-        own = bound_verdict(per_seed, *entry["bound"])
-        return own if own != "holds" else ("holds" if all(v < entry["bound"][0] for v in entry["others_lowest"].values())
-                                           else "does not hold")
-    if kind == "order":  # by paired seeds where recorded (a difference inside their spread is a tie), else per seed
-        return order_claim_verdict(entry)
-    if kind == "bound":
-        bound = _bound(entry, paper)
-        return bound_verdict(per_seed, *bound) if bound else "not measured"
-    if isinstance(paper, (int, float)):
-        return value_verdict(per_seed, float(paper), tol)
-    if isinstance(paper, list) or (isinstance(paper, dict) and isinstance(entry.get("value"), dict)):
-        return elementwise_verdict(per_seed, paper, tol)  # per range / domain / named case, seed by seed
-    return "not measured"
-
-
-def verdicts(measured: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> dict[str, str]:
-    """Claim id -> the ledger's verdict, for a page's own measurements."""
-    claims = load_claims(claims_file)
-    return {cid: verdict(claims[cid], entry, tol) for cid, entry in measured.items()}
-
-
-def verdicts_beside(measured: dict[str, dict[str, Any]], extension: str | None, tol: float = VALUE_TOL) -> str:
-    """The claims whose verdict on one extension (its label) differs from the paper's protocol's, in words
-    ("t2.order holds → partly; ..."), that none differs, or that the extension was not run (None)."""
-    if extension is None:
-        return "not run"
-    claims = load_claims()
-    moved = [(cid, verdict(claims[cid], e, tol), verdict(claims[cid], e["extensions"][extension], tol))
-             for cid, e in measured.items() if extension in e.get("extensions", {})]
-    words = "; ".join(f"{cid} {a} → {b}" for cid, a, b in moved if a != b)
-    return words or ("no verdict differs" if moved else "not measured")
+def view(cfg) -> tuple[dict[str, dict[str, Any]], pd.DataFrame, pd.Series]:
+    """A reading page's view of every claim (`cfg`: its profile and results_dir): what the pages measured, the
+    ledger's table of them, and the count of each verdict."""
+    collected = collect(cfg.results_dir, cfg.profile)
+    table_ = table(collected)
+    return collected, table_, summary(table_)
 
 
 def verdict_css(value: Any) -> str:
@@ -189,7 +134,7 @@ def miss(claim: dict[str, Any], entry: dict[str, Any], tol: float = VALUE_TOL) -
     paper = claim["paper"]
     if isinstance(paper, list) and len(paper) == 2 and not isinstance(entry.get("value"), list):
         return ""  # a range, not a per-range list
-    return direction(_per_seed(entry), paper)
+    return direction(per_seed_of(entry), paper)
 
 
 def note(claim: dict[str, Any], entry: dict[str, Any], collected: dict[str, dict[str, Any]] | None = None) -> str:
@@ -265,10 +210,21 @@ def changes(df: pd.DataFrame, before: str | os.PathLike, collected: dict[str, di
     moved = merged[merged["verdict"] != merged["verdict before"]]
     before_ = dict(zip(moved["id"], moved["verdict before"]))
     entries = collected or {}
+    kept = Path(before).with_name(CLAIMS_BEFORE)  # the previous publication's measurements, where the pass kept them
+    old_entries = json.loads(kept.read_text()) if kept.exists() else None
 
     def cause(cid: str, now: str, note_: str, nb: str, at: str) -> str:
         paper = claims[cid]["paper"] if cid in claims else None
         ran = str((entries.get(cid, {}).get("provenance") or {}).get("git_commit", ""))
+        if old_entries is not None and cid in claims:  # the old numbers under today's rules say which moved it
+            then = verdict(claims[cid], old_entries.get(cid))
+            rerun = REPUBLICATION_CAUSES.get(nb, "re-measured") if nb else "not measured now"
+            if then == now:
+                return (f"the ledger's rules: the previous numbers, judged by today's rules, read {now!r} already"
+                        + (f" ({RULE_CAUSES[now]})" if now in RULE_CAUSES else ""))
+            if then == before_[cid]:
+                return f"the re-run: the previous numbers, judged by today's rules, still read {then!r}; {rerun}"
+            return f"the rules and the re-run: the previous numbers, judged by today's rules, read {then!r}; {rerun}"
         if now in RULE_CAUSES:
             return RULE_CAUSES[now]
         if str(note_).startswith("tie"):
@@ -285,6 +241,9 @@ def changes(df: pd.DataFrame, before: str | os.PathLike, collected: dict[str, di
     return pd.DataFrame({"id": moved["id"], "before": moved["verdict before"].fillna("not in the ledger"),
                          "now": moved["verdict"], "cause": causes,
                          "previous publication": moved["published_at"]}).reset_index(drop=True)
+
+
+CLAIMS_BEFORE = "claims_before.json"  # beside verdicts_before.csv: the measurements a re-publication replaces
 
 
 def snapshot(results_root: str | os.PathLike, profile: str = "full") -> pd.DataFrame:

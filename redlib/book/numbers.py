@@ -40,7 +40,7 @@ SUBSET_METRICS = ("boundary",)  # metric columns measured on a few test inputs (
 MACHINE_CLAIMS = ("eff.train_time", "eff.peak_memory")
 METRIC = re.compile(r"accuracy|f1", re.I)
 # tables of seconds and memory: what a run took, not what it found
-TIMING_TABLES = ("stage_seconds.csv", "stage_times.csv", "wall_times.csv", "cold_peaks.csv")
+TIMING_TABLES = ("stage_seconds.csv", "stage_times.csv", "wall_times.csv", "cold_peaks.csv", "paper_budget_seconds.csv")
 COMPARED_FIELDS = ("value", "per_seed")
 
 

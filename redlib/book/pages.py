@@ -1,5 +1,5 @@
-"""Every page's first and last steps, called by the notebooks: `start` (config, results, kernels), `claims_table`,
-`glue_found` and `end`. The pages themselves are declared in `registry.py`.
+"""Every page's first and last steps, called by the notebooks: `start` (config, results, kernels; `begin` for a
+page that trains), `claims_table`, `glue_found` and `end`. The pages themselves are declared in `registry.py`.
 """
 
 from __future__ import annotations
@@ -29,19 +29,20 @@ def stage1_precision(cfg) -> str | None:
     return "bf16" if "bf16" in found else "fp32" if found else None
 
 
-def start_range_task(name: str, namespace: dict, store):
-    """A range-task page's first step (Task 1, Task 2, step decomposition): `start`, the plot style, the page's
-    backbone, and its opening line shown."""
+def begin(name: str, namespace: dict):
+    """A training page's first step: `start` with a stage cache (`Store`), the plot style, and the page's opening
+    line (its module's `profile_words(cfg)`) shown. Returns the config, the results and the store."""
     from IPython.display import Markdown, display
 
-    from ..experiments import ranges
+    from ..core.store import Store
     from .plots import set_style
+    from .registry import page
 
+    store = Store()
     cfg, results = start(name, namespace, store)
     set_style()
-    bb = ranges.backbone(cfg)
-    display(Markdown(ranges.profile_words(cfg, bb)))
-    return cfg, results, bb
+    display(Markdown(page(name).module.profile_words(cfg)))
+    return cfg, results, store
 
 
 def claims_table(results, measured: dict[str, dict]) -> None:

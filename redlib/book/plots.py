@@ -116,13 +116,16 @@ def domain_bars(df: pd.DataFrame, x: str, y: str, hue: str, title: str, ylabel: 
 
 
 def method_bars(overall: pd.DataFrame, title: str):
-    """Test accuracy per method and setting (`run`; one row per seed in `overall`), sd over seeds as error bars; the
+    """Test accuracy per method and setting (`run`; one row per seed in `overall`): the mean as a dot, sd over seeds as
+    error bars, the axis from just below the lowest (dots, not bars, so that a shortened axis misleads nobody); the
     methods down the side, so that their names read level and never run into each other."""
     overall = relabel(overall)
     methods, settings = overall["method"].nunique(), overall["run"].nunique()
     fig, ax = plt.subplots(figsize=(COLUMN_IN, 1.3 + methods * (0.16 + 0.08 * settings)))
-    sns.barplot(overall, y="method", x="accuracy", hue="run", errorbar="sd", orient="h", ax=ax)
-    ax.set(ylabel="", xlabel="test accuracy", xlim=(0, 1), title=title)
+    sns.pointplot(overall, y="method", x="accuracy", hue="run", errorbar="sd", orient="h", dodge=0.4 * (settings > 1),
+                  linestyle="none", capsize=0.15, ax=ax)
+    low = overall.groupby(["method", "run"])["accuracy"].agg(lambda a: a.mean() - (a.std() if len(a) > 1 else 0)).min()
+    ax.set(ylabel="", xlabel="test accuracy", xlim=(max(0.0, np.floor(20 * low - 0.5) / 20), 1.005), title=title)
     legend_outside(ax, settings, "setting")
     if settings == 1:  # one setting: the title names it
         ax.set_title(f"{title} ({overall['run'].iloc[0]})")
@@ -270,7 +273,7 @@ def perturbation_curves(sweep: pd.DataFrame, title: str):
     data = data.assign(panel=data["task"].astype(str) + ": " + data["perturbation"].astype(str))
     data = data.assign(method=data["method"].map(hidden_under(data, ["panel", "strength"], "method", "accuracy")))
     grid = sns.relplot(data, x="strength", y="accuracy", hue="method", style="method", col="panel", col_wrap=2,
-                       kind="line", errorbar="sd", markers=True, dashes=False, height=2.7, aspect=1.35,
+                       kind="line", errorbar="sd", markers=True, dashes=False, height=2.3, aspect=1.55,
                        facet_kws={"sharex": False, "legend_out": False})
     grid.set(ylim=(0, 1.02))
     grid.set_titles("{col_name}", size=10)
@@ -295,14 +298,17 @@ def legend_below(grid: sns.FacetGrid, most: int) -> None:
 
 
 def hidden_under(df: pd.DataFrame, at: list[str], line: str, value: str, within: float = 0.005) -> dict[str, str]:
-    """Each line's legend label: its name, or, where its mean `value` lies within `within` of an earlier line's at
-    every point (`at`), its name and the line it is drawn under, so a reader knows why it cannot be seen."""
+    """Each line's legend label: its name, or, where its mean `value` lies within `within` of a later line's at every
+    point (`at`; lines are drawn in order, so the later one is on top), its name and the last line drawn over it, so a
+    reader knows why it cannot be seen."""
     means = df.groupby([line, *at], sort=False)[value].mean()
-    names, labels = list(dict.fromkeys(df[line])), {}
-    for i, name in enumerate(names):
-        under = [o for o in names[:i] if labels[o] == o and means[name].index.equals(means[o].index)
-                 and float((means[name] - means[o]).abs().max()) <= within]
-        labels[name] = f"{name} (under {under[0]})" if under else name
+    names = list(dict.fromkeys(df[line]))
+    labels = {name: name for name in names}
+    for i, name in enumerate(names):  # a line drawn later lies on top of an earlier one with the same values
+        over = [o for o in names[i + 1:] if means[name].index.equals(means[o].index)
+                and float((means[name] - means[o]).abs().max()) <= within]
+        if over:
+            labels[name] = f"{name} (under {over[-1]})"
     return labels
 
 
@@ -317,6 +323,9 @@ def change_heatmaps(df: pd.DataFrame, title: str):
             sns.heatmap(table, annot=change_labels(table), fmt="", center=0, vmin=-1, vmax=1, cmap="RdBu", cbar=False,
                         ax=axes[r][c], annot_kws={"size": 9})
             axes[r][c].set(title=f"{task}: {name}", xlabel="domain", ylabel="expert")
+            if (table.abs() < 0.005).all().all():  # a blank panel is a finding: say it in the panel
+                axes[r][c].text(0.5, 0.5, "no change in any cell", transform=axes[r][c].transAxes, ha="center",
+                                va="center", fontsize=10, bbox={"facecolor": "white", "edgecolor": "0.7"})
     fig.suptitle(f"{title} (blank: no change to 2 decimals)", fontweight="bold")
     fig.tight_layout()
     return check(fig)
@@ -325,47 +334,6 @@ def change_heatmaps(df: pd.DataFrame, title: str):
 def change_labels(table: pd.DataFrame) -> np.ndarray:
     """A change heatmap's cell labels: the change to 2 decimals, blank where it rounds to zero (no "0.00" wall)."""
     return np.vectorize(lambda v: "" if not np.isfinite(v) or abs(v) < 0.005 else f"{v:+.2f}")(table.to_numpy())
-
-
-def routing_heatmaps(tables: dict[str, pd.DataFrame], title: str, label: str | None = None):
-    """One annotated [0, 1] heatmap per table (rows: domains or digits, columns: experts), side by side; each colour
-    bar names its own panel's quantity (the panel's title) unless `label` names one for all."""
-    cols = min(2, len(tables))  # at most two panels a row: a figure at the column's width
-    rows = math.ceil(len(tables) / cols)
-    fig, axes = plt.subplots(rows, cols, squeeze=False,
-                             figsize=(COLUMN_IN, rows * (0.36 * max(len(t) for t in tables.values()) + 1.9)))
-    for ax, (name, table) in zip(axes.flat, tables.items()):
-        accuracy_heatmap(table, name, ax=ax, label=label or name)
-        ax.set(xlabel="expert")
-        ax.tick_params(axis="y", rotation=0)
-    for ax in list(axes.flat)[len(tables):]:
-        ax.set_axis_off()
-    fig.suptitle(title, fontweight="bold")
-    fig.tight_layout()
-    return check(fig)
-
-
-def token_routes(samples: dict[str, pd.DataFrame], n_experts: int, per_line: int = 10):
-    """Each sample's tokens in boxes coloured by their top expert (columns token, top expert, weight), one block a sample."""
-    colours = sns.color_palette(PALETTE, n_experts)
-    lines = [(name, part) for name, df in samples.items()
-             for part in [df.iloc[i:i + per_line] for i in range(0, len(df), per_line)]]
-    fig, ax = plt.subplots(figsize=(COLUMN_IN, 0.6 * len(lines) + 0.9))
-    ax.set_axis_off()
-    ax.set(xlim=(0, per_line + 1.6), ylim=(len(lines), -0.8))
-    shown = set()
-    for row, (name, part) in enumerate(lines):
-        if name not in shown:
-            ax.text(0, row, name, va="center", fontsize=9, fontweight="bold")
-            shown.add(name)
-        for col, (tok, e, w) in enumerate(zip(part["token"], part["top expert"], part["weight"])):
-            ax.text(1.6 + col, row, f"{tok}\n{w:.2f}", ha="left", va="center", fontsize=9,
-                    bbox={"facecolor": colours[int(e)], "alpha": 0.45, "edgecolor": "none", "boxstyle": "round,pad=0.25"})
-    for e in range(n_experts):
-        ax.text(1.6 + 1.6 * e, -0.6, f"expert {e}", fontsize=9, va="center",
-                bbox={"facecolor": colours[e], "alpha": 0.45, "edgecolor": "none"})
-    fig.tight_layout()
-    return check(fig)
 
 
 def training_tables(t: dict[str, pd.DataFrame], by: tuple[str, ...] = ("run", "stage")) -> None:

@@ -45,6 +45,13 @@ class Page:
         """Experiment pages train; reading pages only read result files, so they run after every experiment."""
         return not issubclass(self.config, PageConfig)
 
+    @property
+    def module(self):
+        """A training page's experiment module (`redlib/experiments/<name>.py`): the page's contract, three functions
+        a notebook calls in this order, `run(cfg, store) -> tables`, `claims(cfg, tables)` and `found(cfg, tables,
+        verdicts)` (CONTRIBUTING, "Adding a page"). None for a reading page."""
+        return importlib.import_module(f"redlib.experiments.{self.name}") if self.trains else None
+
 
 def _reading(name: str, title: str, part: str | None) -> Page:
     return Page(name, title, part, page_config(name))
@@ -111,7 +118,7 @@ def stage_kinds() -> dict[str, str]:
     experiment module declares in its `STAGE_KINDS`."""
     from ..red.types import STAGE_KINDS
 
-    own = [getattr(importlib.import_module(f"redlib.experiments.{p.name}"), "STAGE_KINDS", {}) for p in PAGES if p.trains]
+    own = [getattr(p.module, "STAGE_KINDS", {}) for p in PAGES if p.trains]
     return {k: v for kinds in own for k, v in kinds.items()} | STAGE_KINDS
 
 

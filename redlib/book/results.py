@@ -150,7 +150,7 @@ class Results:
         return {
             "notebook": self.notebook,
             "profile": self.cfg.profile,
-            "seeds": self.cfg.seeds,
+            "seeds": getattr(self.cfg, "seeds", []),
             "parameters": jsonable(self.cfg.asdict()),
             "non_default": jsonable(self.cfg.non_default()),
             "git_commit": git_commit(),

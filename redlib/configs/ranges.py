@@ -68,6 +68,9 @@ def range_choices(splits: tuple[str, str]) -> dict[str, tuple[Any, ...]]:
     return {"split": splits, "number_format": NUMBER_FORMATS, "dataset_size": tuple(SIZES)}
 
 
+PAPER_BUDGET = "paper_budget"  # the extension that trains the small stages under the paper's epoch budgets
+
+
 @dataclass
 class RangeTaskConfig:
     """The fields every range task's page adds to `RedConfig`: backbone, splits, number format, dataset size (a group
@@ -111,6 +114,12 @@ class RangeTaskConfig:
         """A split by name (the other split, in the claims' number format) and "digits:SPLIT" (that split with
         digit-spaced numbers, when the claims' numbers are whole)."""
         return [*cls.CHOICES["split"], *(f"digits:{s}" for s in cls.CHOICES["split"])]
+
+    @property
+    def paper_budget(self) -> bool:
+        """Whether the claims' setting's first seed runs again with its small stages under the paper's epoch budgets
+        (the extension "paper_budget", which the Task 1 and Task 2 pages offer)."""
+        return PAPER_BUDGET in (self.extensions or [])
 
     def preflight(self) -> None:
         """The backbone folder holds a model with at least k_trainable blocks (checked before torch loads); the device

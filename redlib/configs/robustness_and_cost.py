@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from ..core.config import NotebookConfig, ParameterError, param
+from ..core.config import ParameterError, TrainingConfig, param
 from .mnist_label5 import MnistConfig
 from .red import RedConfig
 from .task1_addition import Task1Config
@@ -22,7 +22,7 @@ def _numbers(name: str, values: list, low: float, high: float, kind: type = floa
 
 
 @dataclass
-class RobustnessConfig(NotebookConfig):
+class RobustnessConfig(TrainingConfig):
     """The robustness, modularity, ablation and cost page: which runs it reuses and what it sweeps."""
 
     seed: int = param(0, "first seed; the runs of seed, ..., seed+n_seeds-1 of the Task 1, Task 2 and MNIST pages are "

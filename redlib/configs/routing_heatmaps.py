@@ -5,11 +5,13 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from ..core.config import MAX_EPOCHS, MAX_LAYERS, MAX_SAMPLES, MAX_SEEDS, MAX_WIDTH, NotebookConfig, ParameterError, param
+from ..core.config import (MAX_EPOCHS, MAX_LAYERS, MAX_SAMPLES, MAX_SEEDS, MAX_WIDTH, ParameterError, TrainingConfig,
+                           param)
 from ..core.settings import TrainConfig
 from ..models.folders import tokenizer_path
 from ..tasks.idx import check_idx_dir
 
+TARGET_DIGITS = (0, 7)  # experiment 2's pretrained expert tells these digits from the rest
 PAPER_PATIENCE = 3  # a stage whose best epoch is this close to its cap was still improving (the paper's patience)
 EMBEDDINGS = ("random", "average")
 PAPER_SIZES = {"code": {"d_model": 768, "layers": 2, "heads": 8, "ff": 3072},
@@ -17,7 +19,7 @@ PAPER_SIZES = {"code": {"d_model": 768, "layers": 2, "heads": 8, "ff": 3072},
 
 
 @dataclass
-class RoutingHeatmapsConfig(NotebookConfig):
+class RoutingHeatmapsConfig(TrainingConfig):
     """The three routing-analysis experiments: code expert, '0 or 7' digit expert, lightly pretrained domain experts."""
 
     n_seeds: int | None = param(None, "(the paper: 1, 1 and 3 for the three experiments)")

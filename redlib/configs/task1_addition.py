@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from ..core.config import ParameterError, param
 from ..tasks.arithmetic import DATA_SOURCES, MAX_SUM, TEMPLATES, VAL_SHARE
-from .ranges import RangeTaskConfig, range_choices
+from .ranges import PAPER_BUDGET, RangeTaskConfig, range_choices
 from .red import RedConfig
 
 
@@ -31,10 +31,15 @@ class Task1Config(RangeTaskConfig, RedConfig):
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"precision": "fp32", "double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3,
                   "backbone_epochs": 2, "backbone_patience": 3, "split_seeds": 1,
-                  "extensions": ["pairs", "digits:pairs"]},
+                  "extensions": ["pairs", "digits:pairs", PAPER_BUDGET]},
         "full": {"precision": "bf16", "double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150,
-                 "backbone_epochs": 150, "split_seeds": 3, "extensions": ["pairs", "digits:pairs"]},
+                 "backbone_epochs": 150, "split_seeds": 3, "extensions": ["pairs", "digits:pairs", PAPER_BUDGET]},
     }
+
+    @classmethod
+    def extension_forms(cls) -> list[str]:
+        """The range task's, and "paper_budget": the small stages of the first seed under the paper's epoch budgets."""
+        return [*super().extension_forms(), PAPER_BUDGET]
 
     def check(self) -> None:
         super().check()

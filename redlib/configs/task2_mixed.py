@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from ..core.config import ParameterError, param
 from ..tasks.mixed import PHRASINGS, parse_mix
-from .ranges import RangeTaskConfig, Setting, mix_from_words, range_choices
+from .ranges import PAPER_BUDGET, RangeTaskConfig, Setting, mix_from_words, range_choices
 from .red import RedConfig
 
 
@@ -44,16 +44,17 @@ class Task2Config(MixedTaskConfig, RangeTaskConfig, RedConfig):
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
         "smoke": {"precision": "fp32", "double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3,
                   "backbone_epochs": 2, "backbone_patience": 3, "split_seeds": 1,
-                  "extensions": ["isolated", "mix:50/50"]},
+                  "extensions": ["isolated", "mix:50/50", PAPER_BUDGET]},
         "full": {"precision": "bf16", "double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150,
-                 "backbone_epochs": 150, "split_seeds": 1, "extensions": ["isolated", "mix:50/50"]},
+                 "backbone_epochs": 150, "split_seeds": 1, "extensions": ["isolated", "mix:50/50", PAPER_BUDGET]},
     }
 
     @classmethod
     def extension_forms(cls) -> list[str]:
-        """The range task's, and "mix:<percent shares, ...>": the claims' split under another step mix, in percent
-        of one, two, ... operations ("mix:50/50")."""
-        return [*super().extension_forms(), "mix:<percent shares, e.g. 50/50>"]
+        """The range task's, "mix:<percent shares, ...>": the claims' split under another step mix, in percent of one,
+        two, ... operations ("mix:50/50"), and "paper_budget": the small stages of the first seed under the paper's
+        epoch budgets."""
+        return [*super().extension_forms(), "mix:<percent shares, e.g. 50/50>", PAPER_BUDGET]
 
     def check(self) -> None:
         super().check()

@@ -129,15 +129,19 @@ def paired_order_verdict(pairs: list[dict[str, Any]]) -> tuple[str, str]:
     """An `order` claim with per-seed values for each compared pair: 'holds' when every pair is decided the claimed
     way, 'does not hold' when one is decided the other way, 'partly' when one is a tie below the ceiling, and
     'untestable here' when the only ties are at the ceiling (both sides >= CEILING: no room to show an order); and a
-    note naming the ties."""
+    note naming the ties, then the decided pairs with the margin by which each clears its threshold (the paired sd
+    plus MIN_EFFECT)."""
     outcomes = [(p, *pair_outcome(p["above_values"], p["below_values"])) for p in pairs]
     ties = [(_tie_words(p, gap, sd), at_ceiling(p)) for p, o, gap, sd in outcomes if o == "tie"]
+    decided = "; ".join(f"{_tie_words(p, gap, sd)}, {small(abs(gap) - sd - MIN_EFFECT)} beyond the sd + {MIN_EFFECT:g} "
+                        "it must clear" for p, o, gap, sd in outcomes if o != "tie")
+    decided = f"decided: {decided}" if decided else ""
     if any(o == "below" for _, o, _, _ in outcomes):
-        return "does not hold", ""
+        return "does not hold", decided
     if ties:
-        words = "tie: " + "; ".join(w for w, _ in ties)
+        words = "; ".join(w for w in ("tie: " + "; ".join(w for w, _ in ties), decided) if w)
         return ("untestable here" if all(c for _, c in ties) else "partly"), words
-    return "holds", ""
+    return "holds", decided
 
 
 def compared_values(entry: dict[str, Any]) -> list[float]:
@@ -237,3 +241,71 @@ def seed_list(seeds: Iterable[int]) -> str:
     """'seed 0', 'seeds 0 and 1', 'seeds 0, 1 and 2': which seeds a number averages."""
     names = [str(int(s)) for s in sorted(set(seeds))]
     return f"seed {names[0]}" if len(names) == 1 else f"seeds {', '.join(names[:-1])} and {names[-1]}"
+
+
+# ---- the ledger's verdict of a claim (every page and the ledger judge by these) ----
+
+# claims whose quantity we measure on other hardware and another backbone than the paper's: the figure is shown,
+# no verdict is drawn from it
+NOT_COMPARABLE = {"eff.train_time": "CPU hours of MiniLM-L6 on 2 cores against the paper's hours of Qwen3-0.6B on an "
+                                    "RTX 3060 Ti",
+                  "eff.peak_memory": "the CPU memory of a page and its workers against the paper's accelerator memory "
+                                     "for Qwen3-0.6B"}
+
+
+def per_seed_of(entry: dict[str, Any]) -> list[Any]:
+    """A measurement's values per seed (its one value when it has no seeds)."""
+    return entry.get("per_seed", [entry.get("value")])
+
+
+def _bound(entry: dict[str, Any], paper: Any) -> tuple[float, float] | None:
+    if "bound" in entry:
+        return tuple(entry["bound"])
+    if isinstance(paper, (int, float)):
+        return float(paper), float(paper)
+    if isinstance(paper, list) and len(paper) == 2 and all(isinstance(p, (int, float)) for p in paper):
+        return float(paper[0]), float(paper[1])
+    return None
+
+
+def verdict(claim: dict[str, Any], entry: dict[str, Any] | None, tol: float = VALUE_TOL) -> str:
+    """The verdict of one claim by the rule of its kind (the rules: `book/ledger.py`'s docstring)."""
+    if entry is None:
+        return "not measured"
+    if claim.get("id") in NOT_COMPARABLE:
+        return "not comparable"
+    kind, paper, per_seed = claim["kind"], claim["paper"], per_seed_of(entry)
+    if kind == "order" and untestable(entry):  # every value compared at the ceiling: no room to show an order
+        return "untestable here"
+    if "others_lowest" in entry:  # "the only method above a bound": ours inside it, and every other method below it
+        own = bound_verdict(per_seed, *entry["bound"])
+        return own if own != "holds" else ("holds" if all(v < entry["bound"][0] for v in entry["others_lowest"].values())
+                                           else "does not hold")
+    if kind == "order":  # by paired seeds where recorded (a difference inside their spread is a tie), else per seed
+        return order_claim_verdict(entry)
+    if kind == "bound":
+        bound = _bound(entry, paper)
+        return bound_verdict(per_seed, *bound) if bound else "not measured"
+    if isinstance(paper, (int, float)):
+        return value_verdict(per_seed, float(paper), tol)
+    if isinstance(paper, list) or (isinstance(paper, dict) and isinstance(entry.get("value"), dict)):
+        return elementwise_verdict(per_seed, paper, tol)  # per range / domain / named case, seed by seed
+    return "not measured"
+
+
+def verdicts(measured: dict[str, dict[str, Any]], claims_file=None, tol: float = VALUE_TOL) -> dict[str, str]:
+    """Claim id -> the ledger's verdict, for a page's own measurements."""
+    claims = load_claims(claims_file)
+    return {cid: verdict(claims[cid], entry, tol) for cid, entry in measured.items()}
+
+
+def verdicts_beside(measured: dict[str, dict[str, Any]], extension: str | None, tol: float = VALUE_TOL) -> str:
+    """The claims whose verdict on one extension (its label) differs from the paper's protocol's, in words
+    ("t2.order holds → partly; ..."), that none differs, or that the extension was not run (None)."""
+    if extension is None:
+        return "not run"
+    claims = load_claims()
+    moved = [(cid, verdict(claims[cid], e, tol), verdict(claims[cid], e["extensions"][extension], tol))
+             for cid, e in measured.items() if extension in e.get("extensions", {})]
+    words = "; ".join(f"{cid} {a} → {b}" for cid, a, b in moved if a != b)
+    return words or ("no verdict differs" if moved else "not measured")

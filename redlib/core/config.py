@@ -94,12 +94,10 @@ def _type_ok(value: Any, types_: tuple[Any, ...]) -> bool:
 
 @dataclass
 class NotebookConfig:
-    """Fields every notebook takes: profile, base seed, device and results root."""
+    """The field every notebook takes, its profile; a page that trains adds its first seed, device and results root
+    (`TrainingConfig`), a reading page where the results it reads live (`PageConfig`)."""
 
     profile: str = param("full", '"smoke" (seconds, for CI) or "full" (the published page)')
-    seed: int = param(0, "first seed; the run uses seed, seed+1, ..., seed+n_seeds-1")
-    device: str = param("cpu", '"cpu", "cuda", "cuda:N", "mps" or "auto"')
-    results_dir: str = param("results", "results go to <results_dir>/<profile>/{notebook}/")
 
     # Values that `None` fields take, per profile; each subclass fills this.
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {p: {} for p in PROFILES}
@@ -178,7 +176,7 @@ class NotebookConfig:
         profile = params.get("profile", cls.profile)
         if profile not in PROFILES:
             raise ParameterError(f"unknown profile {profile!r}; allowed: {', '.join(PROFILES)}")
-        device = params.get("device", cls.device)
+        device = params.get("device", getattr(cls, "device", "cpu"))
         if not DEVICE_PATTERN.match(device):
             raise ParameterError(f"unknown device {device!r}; allowed: cpu, auto, cuda, cuda:N, mps")
 
@@ -238,17 +236,9 @@ class NotebookConfig:
 
     def check(self) -> None:
         """Range checks after profile defaults are filled (no disk, no devices); subclasses extend."""
-        if not 0 <= self.seed <= MAX_SEED:
-            raise ParameterError(f"parameter 'seed' must be in [0, {MAX_SEED}], got {self.seed}")
 
     def preflight(self) -> None:
         """Checks that look at this machine (device available, folders present); subclasses extend."""
-        from .runtime import resolve_device
-
-        try:
-            resolve_device(self.device)
-        except RuntimeError as err:
-            raise ParameterError(str(err)) from None
 
     def require_results(self) -> None:
         """Checks on the results a page reads before it runs: none for a page that trains (reading pages extend)."""
@@ -274,11 +264,6 @@ class NotebookConfig:
             if not math.isfinite(v) or v < low or (v == low and not inclusive):
                 raise ParameterError(f"parameter {name!r} must be a finite number {'>=' if inclusive else '>'} {low}, got {v}")
 
-    @property
-    def seeds(self) -> list[int]:
-        """The seeds this run uses: `seed`, `seed+1`, ... (`n_seeds` of them where the config has it)."""
-        return list(range(self.seed, self.seed + int(getattr(self, "n_seeds", 1) or 1)))
-
     def non_default(self) -> dict[str, Any]:
         """The parameters that differ from the profile's defaults (where results go is not one of them)."""
         base = type(self).from_params(profile=self.profile)
@@ -290,7 +275,36 @@ class NotebookConfig:
 
 
 @dataclass
-class ExperimentConfig(NotebookConfig):
+class TrainingConfig(NotebookConfig):
+    """A page that trains: its first seed, its device and where its results go."""
+
+    seed: int = param(0, "first seed; the run uses seed, seed+1, ..., seed+n_seeds-1")
+    device: str = param("cpu", '"cpu", "cuda", "cuda:N", "mps" or "auto"')
+    results_dir: str = param("results", "results go to <results_dir>/<profile>/{notebook}/")
+
+    def check(self) -> None:
+        super().check()
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ParameterError(f"parameter 'seed' must be in [0, {MAX_SEED}], got {self.seed}")
+
+    def preflight(self) -> None:
+        """The device exists on this machine; subclasses extend."""
+        from .runtime import resolve_device
+
+        super().preflight()
+        try:
+            resolve_device(self.device)
+        except RuntimeError as err:
+            raise ParameterError(str(err)) from None
+
+    @property
+    def seeds(self) -> list[int]:
+        """The seeds this run uses: `seed`, `seed+1`, ... (`n_seeds` of them where the config has it)."""
+        return list(range(self.seed, self.seed + int(getattr(self, "n_seeds", 1) or 1)))
+
+
+@dataclass
+class ExperimentConfig(TrainingConfig):
     """A notebook that trains: the fit loop's knobs (`TrainSettings`, one set for every stage) and how many seeds."""
 
     lr: float = param(1e-4, "AdamW learning rate")
@@ -326,8 +340,6 @@ class PageConfig(NotebookConfig):
     """Pages that only read result files (ledger, front matter): profile, and where results live."""
 
     profile: str = param("full", "which results to read: results/<profile>/")
-    seed: int = param(0, "unused: this page trains nothing")
-    device: str = param("cpu", "unused: this page trains nothing")
     results_dir: str = param("results", "where the notebooks wrote their results")
 
     NOTEBOOK: ClassVar[str] = "page"
@@ -350,4 +362,5 @@ def page_config(notebook: str) -> type[PageConfig]:
     return type(f"{PageConfig.__name__}[{notebook}]", (PageConfig,), {"NOTEBOOK": notebook, "__doc__": PageConfig.__doc__})
 
 
-__all__ = ["PROFILES", "ParameterError", "param", "literal", "NotebookConfig", "ExperimentConfig", "PageConfig", "page_config"]
+__all__ = ["PROFILES", "ParameterError", "param", "literal", "NotebookConfig", "TrainingConfig", "ExperimentConfig",
+           "PageConfig", "page_config"]

@@ -52,3 +52,17 @@ def confusion(y_true, y_pred, labels: Sequence) -> pd.DataFrame:
 
     m = confusion_matrix(np.asarray(y_true), np.asarray(y_pred), labels=list(labels))
     return pd.DataFrame(m, index=pd.Index(labels, name="true"), columns=pd.Index(labels, name="predicted"))
+
+
+def confusion_table(matrices: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Confusion matrices (title -> truth x prediction counts, the same labels on both axes) as one long table of
+    their cells that count something and their diagonal (so every label stays): title, true, predicted, count."""
+    cells = pd.concat([m.stack().rename("count").reset_index().assign(title=name) for name, m in matrices.items()],
+                      ignore_index=True)
+    return cells[(cells["count"] > 0) | (cells["true"] == cells["predicted"])][["title", "true", "predicted", "count"]]
+
+
+def confusion_matrices(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """`confusion_table`'s matrices back, by title, in the table's order."""
+    return {name: part.pivot(index="true", columns="predicted", values="count").fillna(0).astype(int)
+            for name, part in table.groupby("title", sort=False)}

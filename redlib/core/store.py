@@ -41,11 +41,12 @@ def checksum(tensors: Tensors) -> str:
     return h.hexdigest()
 
 
-class Store:
-    """A folder of cached stage outputs: `Store().module(...)` loads weights if present, else trains them."""
+class StageLog:
+    """What a `Store` did in this session, stage by stage: each entry loaded, computed or rebuilt (`events`), the
+    compute seconds by kind, and the entries another process computed for it (`merge`), so that every stage and its
+    cost count once, wherever it trained. (A part of `Store`: its entries' paths are the store's.)"""
 
-    def __init__(self, root: str | os.PathLike | None = None):
-        self.root = Path(root) if root is not None else cache_dir()
+    def __init__(self) -> None:
         self.seconds: dict[str, float] = {}  # wall seconds spent computing stages, by kind
         # {"kind", "event": loaded | computed | rebuilt, "why", "entry", "train_seconds"} per stage
         self.events: list[dict[str, Any]] = []
@@ -58,6 +59,10 @@ class Store:
         # trained for it where the stage is loaded (`Stages.timed`), as they count one trained in this process
         self.borrowed = 0.0
 
+    def path(self, kind: str, config: dict[str, Any]) -> Path:
+        """Where the entry for (kind, config) lives: the store's."""
+        raise NotImplementedError
+
     @property
     def hits(self) -> int:
         """Stages loaded from the cache through this Store."""
@@ -67,6 +72,77 @@ class Store:
     def misses(self) -> int:
         """Stages computed (or rebuilt) through this Store."""
         return len(self.events) - self.hits
+
+    def merge(self, events: list[dict[str, str]], seconds: dict[str, float]) -> None:
+        """Record what a worker process did for this one: its events and compute seconds. Loading one of the
+        entries it computed here afterwards is not recorded again (each stage counts once)."""
+        self.events += events
+        self.mark_merged(events)
+        for kind, sec in seconds.items():
+            self.seconds[kind] = self.seconds.get(kind, 0.0) + sec
+
+    def mark_merged(self, events: list[dict[str, str]]) -> None:
+        """The entries these events computed are recorded already: loading them later adds no event."""
+        entries = {e["entry"] for e in events if e["event"] != "loaded"}
+        self._merged |= entries
+        self._fresh -= entries
+
+    def _loaded(self, kind: str, config: dict[str, Any]) -> None:
+        entry = self.path(kind, config).name
+        if entry in self._fresh:
+            self._fresh.discard(entry)
+            return
+        if entry in self._merged:
+            self._merged.discard(entry)
+            self.borrowed += self._header_seconds or 0.0
+            return
+        self.events.append({"kind": kind, "event": "loaded", "why": "", "entry": entry,
+                            "train_seconds": self._header_seconds})
+
+    def _computing(self, kind: str, config: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        path = self.path(kind, config)
+        why = self._unusable.pop(path, "")
+        event = {"kind": kind, "event": "rebuilt" if why else "computed", "why": why, "entry": path.name}
+        self.events.append(event)
+        self._open.append(event)
+        return event, time.perf_counter()
+
+    def rebuilt(self) -> list[dict[str, str]]:
+        """The stages this session recomputed because their cache entry was unusable, with the reason."""
+        return [e for e in self.events if e["event"] == "rebuilt"]
+
+    def _spent(self, started: tuple[dict[str, Any], float]) -> float:
+        """Close a computation: its seconds, less those of the stages computed inside it (a lazily made prefix inside
+        stage 1, say), so that every second is counted once."""
+        event, t0 = started
+        self._open.remove(event)
+        spent = time.perf_counter() - t0
+        event["train_seconds"] = own = spent - event.pop("_nested", 0.0)
+        if self._open:
+            self._open[-1]["_nested"] = self._open[-1].get("_nested", 0.0) + spent
+        self.seconds[event["kind"]] = self.seconds.get(event["kind"], 0.0) + own
+        return own
+
+    def train_seconds(self) -> tuple[dict[str, float], int]:
+        """What the stages this run used cost to compute, by kind, whether computed now or loaded (the cost recorded
+        in the entry when it was made), and how many loaded stages carry no recorded cost (made before it was kept)."""
+        by_kind: dict[str, float] = {}
+        unknown = 0
+        for e in self.events:
+            if e.get("train_seconds") is None:
+                unknown += 1
+                continue
+            by_kind[e["kind"]] = by_kind.get(e["kind"], 0.0) + float(e["train_seconds"])
+        return by_kind, unknown
+
+
+
+class Store(StageLog):
+    """A folder of cached stage outputs: `Store().module(...)` loads weights if present, else trains them."""
+
+    def __init__(self, root: str | os.PathLike | None = None):
+        super().__init__()
+        self.root = Path(root) if root is not None else cache_dir()
 
     def path(self, kind: str, config: dict[str, Any]) -> Path:
         """Where the entry for (kind, config) lives."""
@@ -159,14 +235,6 @@ class Store:
             self.save(kind, config, model.state_dict(), meta, share)
             self._fresh.add(event["entry"])
 
-    def merge(self, events: list[dict[str, str]], seconds: dict[str, float]) -> None:
-        """Record what a worker process did for this one: its events and compute seconds. Loading one of the
-        entries it computed here afterwards is not recorded again (each stage counts once)."""
-        self.events += events
-        self.mark_merged(events)
-        for kind, sec in seconds.items():
-            self.seconds[kind] = self.seconds.get(kind, 0.0) + sec
-
     def restate_seconds(self, kind: str, config: dict[str, Any], seconds: float) -> None:
         """Record `seconds` as what computing an entry of this session cost (its share of the machine, when it trained
         beside others): in the entry's header, in this store's seconds by kind and in the event that computed it."""
@@ -181,59 +249,6 @@ class Store:
         for e in made:
             e["train_seconds"] = seconds
 
-    def mark_merged(self, events: list[dict[str, str]]) -> None:
-        """The entries these events computed are recorded already: loading them later adds no event."""
-        entries = {e["entry"] for e in events if e["event"] != "loaded"}
-        self._merged |= entries
-        self._fresh -= entries
-
-    def _loaded(self, kind: str, config: dict[str, Any]) -> None:
-        entry = self.path(kind, config).name
-        if entry in self._fresh:
-            self._fresh.discard(entry)
-            return
-        if entry in self._merged:
-            self._merged.discard(entry)
-            self.borrowed += self._header_seconds or 0.0
-            return
-        self.events.append({"kind": kind, "event": "loaded", "why": "", "entry": entry,
-                            "train_seconds": self._header_seconds})
-
-    def _computing(self, kind: str, config: dict[str, Any]) -> tuple[dict[str, Any], float]:
-        path = self.path(kind, config)
-        why = self._unusable.pop(path, "")
-        event = {"kind": kind, "event": "rebuilt" if why else "computed", "why": why, "entry": path.name}
-        self.events.append(event)
-        self._open.append(event)
-        return event, time.perf_counter()
-
-    def rebuilt(self) -> list[dict[str, str]]:
-        """The stages this session recomputed because their cache entry was unusable, with the reason."""
-        return [e for e in self.events if e["event"] == "rebuilt"]
-
-    def _spent(self, started: tuple[dict[str, Any], float]) -> float:
-        """Close a computation: its seconds, less those of the stages computed inside it (a lazily made prefix inside
-        stage 1, say), so that every second is counted once."""
-        event, t0 = started
-        self._open.remove(event)
-        spent = time.perf_counter() - t0
-        event["train_seconds"] = own = spent - event.pop("_nested", 0.0)
-        if self._open:
-            self._open[-1]["_nested"] = self._open[-1].get("_nested", 0.0) + spent
-        self.seconds[event["kind"]] = self.seconds.get(event["kind"], 0.0) + own
-        return own
-
-    def train_seconds(self) -> tuple[dict[str, float], int]:
-        """What the stages this run used cost to compute, by kind, whether computed now or loaded (the cost recorded
-        in the entry when it was made), and how many loaded stages carry no recorded cost (made before it was kept)."""
-        by_kind: dict[str, float] = {}
-        unknown = 0
-        for e in self.events:
-            if e.get("train_seconds") is None:
-                unknown += 1
-                continue
-            by_kind[e["kind"]] = by_kind.get(e["kind"], 0.0) + float(e["train_seconds"])
-        return by_kind, unknown
 
 
 def _write(path: Path, tensors: Tensors, header: dict[str, str]) -> None:

@@ -16,9 +16,10 @@ import torch
 from tqdm import tqdm
 
 from ..configs.mnist_label5 import FORMS, MnistConfig
+from ..configs.red import protocol_words
 from ..core import measure
 from ..core.claims import VALUE_TOL, load_claims, ranking, seeds_words, verdict_keys
-from ..core.metrics import confusion
+from ..core.metrics import confusion, confusion_table
 from ..core.runtime import resolve_device
 from ..core.store import Store
 from ..core.settings import progress_enabled
@@ -29,7 +30,7 @@ from ..red.stages import Stages
 from ..tasks.mnist import DOMAIN_NAMES, N_CLASSES, Arrays, domain_of, splits, to_tensor
 from . import range_tables
 from .range_tables import capped_stages, far_cause_words, far_seeds_words, stage1_seeds
-from .ranges import METHOD_KEYS, ORDER
+from .ranges import METHOD_KEYS, ORDER, stack
 
 # each claim's method under the paper's forms and under the released code's (the code's uniform: its logit
 # experts with equal weights)
@@ -44,6 +45,13 @@ FORM_LABELS = {"paper": "the paper's forms (hidden-space RED, classifier experts
 def load(cfg: MnistConfig, seed: int) -> dict[str, Arrays]:
     """Train, val and test (images, labels) of the configured source, split as training seed `seed` splits them."""
     return splits(cfg.data_dir, cfg.split_for(seed))
+
+
+def profile_words(cfg: MnistConfig) -> str:
+    """The page's opening line: profile, data, splits, seeds, how the stages trained and the judged forms."""
+    split = "each seed its own split" if cfg.split_seed is None else f"split seed {cfg.split_seed} for every seed"
+    return (f"Profile **{cfg.profile}**: {cfg.data_label}, {split}, seeds {cfg.seeds}, {protocol_words(cfg)}; claims "
+            f"judged with the {cfg.judged_forms} forms.")
 
 
 def data_table(data: dict[str, Arrays]) -> pd.DataFrame:
@@ -65,9 +73,25 @@ def task(cfg: MnistConfig, data: dict[str, Arrays], seed: int) -> tuple[TaskData
     return td, ImageEncoder(to_tensor(images), resolve_device(cfg.device))
 
 
-def run(cfg: MnistConfig, seed: int, data: dict[str, Arrays], store: Store) -> RedRun:
+def run_seed(cfg: MnistConfig, seed: int, data: dict[str, Arrays], store: Store) -> RedRun:
     """Every stage for one seed (cached stages load): the images as items, the CNN as the encoder."""
     return run_red(cfg, *task(cfg, data, seed), store, seed)
+
+
+def run(cfg: MnistConfig, store: Store) -> dict[str, pd.DataFrame]:
+    """Every seed's run scored, its tables stacked (each row tagged with its seed): the first seed's data per split
+    and domain (`data`), the first run's confusion matrices, and each seed's stage 1 on every split where the config
+    asks for it (`stage1_by_split`)."""
+    tables, first = [], None
+    data = load(cfg, cfg.seed)
+    for s in tqdm(cfg.seeds, desc="MNIST", disable=not progress_enabled()):
+        r = run_seed(cfg, s, data if s == cfg.seed else load(cfg, s), store)
+        tables.append(evaluate(r))
+        first = first or r
+    t = {"data": data_table(data), **stack(tables), "confusions": confusion_table(confusions(first))}
+    if cfg.crossed_splits:  # every seed's stage 1 on every seed's split: a diagnostic, only when asked
+        t["stage1_by_split"] = stage1_by_split(cfg, store)
+    return t
 
 
 def stage1_by_split(cfg: MnistConfig, store: Store) -> pd.DataFrame:
@@ -128,8 +152,9 @@ def per_domain_table(per_domain: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([ours, theirs])
 
 
-def claims(cfg: MnistConfig, t: dict[str, pd.DataFrame]) -> dict[str, dict]:
+def claims(cfg: MnistConfig, tables: dict[str, pd.DataFrame]) -> dict[str, dict]:
     """Every mn.* claim measured with the judged forms; the other forms beside it as an extension."""
+    t = tables
     other = next(f for f in FORMS if f != cfg.judged_forms)
     out = _measured(cfg, t, cfg.judged_forms)
     for cid, entry in _measured(cfg, t, other).items():
@@ -152,9 +177,11 @@ def _measured(cfg: MnistConfig, t: dict[str, pd.DataFrame], form: str) -> dict[s
     return out
 
 
-def found(cfg: MnistConfig, t: dict[str, pd.DataFrame], v: dict[str, str], n_train: int) -> dict[str, object]:
+def found(cfg: MnistConfig, tables: dict[str, pd.DataFrame], verdicts: dict[str, str]) -> dict[str, object]:
     """The numbers and verdicts the page's conclusions paste in (glued as `mn_*`)."""
+    t, v = tables, verdicts
     paper, ov = load_claims(), t["overall"]
+    n_train = int(t["data"].set_index("part").loc["train", "images"])
     acc = ov.groupby("method")["accuracy"].agg(["mean", "std"])
     words = lambda m: f"{acc.loc[m, 'mean']:.3f}" + ("" if pd.isna(acc.loc[m, "std"]) else f" ± {acc.loc[m, 'std']:.3f}")  # noqa: E731
     rt = t["router_accuracy"]

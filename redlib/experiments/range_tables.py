@@ -77,6 +77,12 @@ def near_misses(overall: pd.DataFrame) -> pd.DataFrame:
     return overall.pivot_table(index="method", columns="run", values=f"errors within ±{NEAR}", sort=False)
 
 
+def per_range_with_paper(per_range: pd.DataFrame, run_label: str, prefix: str) -> pd.DataFrame:
+    """`per_range_table` in one setting, and the paper's rows of the four methods it reports beneath it."""
+    ours = per_range_table(per_range, run_label)
+    return pd.concat([ours, paper_per_range(ours.columns, prefix)])
+
+
 def paper_per_range(columns, prefix: str) -> pd.DataFrame:
     """The paper's per-range accuracy of the four methods it reports, as rows 'paper: <method>'."""
     paper = load_claims()
@@ -213,3 +219,30 @@ def unfit_causes(epochs: pd.DataFrame, unfit: pd.Series, claims: pd.Series, by: 
 
 
 FIT_LOSS = 1e-3  # validation cross-entropy (nats) under which a stage counts as already fit
+
+
+def budget_table(t: dict[str, pd.DataFrame], setting: str, seed: int, prefix: str) -> pd.DataFrame:
+    """The extension under the paper's epoch budgets: each method's test accuracy on one seed of the claims' setting,
+    under our protocol and under each budget, beside the paper's number (`<prefix>.<method>.acc`)."""
+    paper, ov, b = load_claims(), t["overall"], t["paper_budget"]
+    ours = ov[(ov["run"] == setting) & (ov["seed"] == seed)].set_index("method")["accuracy"]
+    table = b.pivot_table(index="method", columns="budget", values="accuracy", sort=False)
+    table.insert(0, "our protocol", ours.reindex(table.index))
+    table["the paper"] = [paper.get(f"{prefix}.{PAPER_KEYS[m]}.acc", {}).get("paper") if m in PAPER_KEYS else None
+                          for m in table.index]
+    return table.rename_axis(None, axis=1)
+
+
+def budget_words(t: dict[str, pd.DataFrame], setting: str, seed: int, prefix: str) -> str:
+    """The uniform averaging and softmax MoE rows of `budget_table` in words ("not run" without the extension)."""
+    if "paper_budget" not in t:
+        return "not run (`-p extensions` with `paper_budget` runs it)"
+    table = budget_table(t, setting, seed, prefix)
+    ours, *budgets, _ = table.columns
+    out = []
+    for m in ("uniform averaging", "softmax MoE"):
+        row = table.loc[m]
+        theirs = "" if row["the paper"] is None else f"; the paper: {row['the paper']:.3g}"
+        out.append(f"{m} {row[ours]:.3f} under our protocol, " + ", ".join(f"{row[b]:.3f} under {b}" for b in budgets)
+                   + theirs)
+    return "; ".join(out)

@@ -61,15 +61,23 @@ def seen_share(cfg: RangeTaskConfig, frames: Frames, setting: Setting) -> float:
     return float(parts["test"]["text"].isin(set(parts["train"]["text"])).mean())
 
 
+_BACKBONES: dict[tuple, Backbone] = {}  # the last one made: a page and its run share it (a large model loads once)
+
+
 def backbone(cfg: RangeTaskConfig) -> Backbone:
     """The page's backbone (the embedded one or a local folder) on the page's device, its top `k_trainable` blocks
-    trainable."""
-    return Backbone(cfg.backbone, cfg.k_trainable, device=resolve_device(cfg.device))
+    trainable; made once per process for the same folder, depth and device (every stage 1 resets its blocks)."""
+    which = (cfg.backbone, cfg.k_trainable, str(resolve_device(cfg.device)))
+    if which not in _BACKBONES:
+        _BACKBONES.clear()
+        _BACKBONES[which] = Backbone(cfg.backbone, cfg.k_trainable, device=resolve_device(cfg.device))
+    return _BACKBONES[which]
 
 
-def profile_words(cfg: RangeTaskConfig, bb: Backbone) -> str:
+def profile_words(cfg: RangeTaskConfig) -> str:
     """The page's opening line: profile, backbone, which seeds run where, the data (`cfg.data_words()`) and how
     the stages trained."""
+    bb = backbone(cfg)
     return (f"Profile **{cfg.profile}**: backbone `{cfg.backbone}` ({type(bb.full).__name__}, {bb.n_blocks} blocks, "
             f"d = {bb.dim}, top {bb.k} trained), {cfg.runs_label()}, {cfg.data_words()}, dataset `{cfg.dataset_size}`, "
             f"{protocol_words(cfg)}.")
@@ -151,12 +159,12 @@ class RangeRun:
 
 def run_on(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: dict[str, pd.DataFrame], key: dict,
            bb: Backbone, store: Store, domain: Domain = RANGES, lrs: dict[str, float] | None = None,
-           variants: bool | None = None) -> RangeRun:
-    """Every pipeline stage on these frames for one seed and setting (cached stages load), the small stages at `lrs`,
-    the variant methods' where `variants` (None: where the config trains them)."""
+           variants: bool | None = None, budget: dict | None = None) -> RangeRun:
+    """Every pipeline stage on these frames for one seed and setting (cached stages load), the small stages at `lrs`
+    and under `budget` (`run_red`), the variant methods' where `variants` (None: where the config trains them)."""
     data, texts = task_data(namespace, frames, key, domain)
     encoder = TextEncoder(bb, texts, store, namespace)
-    return RangeRun(setting, run_red(cfg, data, encoder, store, seed, lrs, variants), frames, encoder)
+    return RangeRun(setting, run_red(cfg, data, encoder, store, seed, lrs, variants, budget), frames, encoder)
 
 
 def prefetch(cfg: RedConfig, runs: list[tuple[int, dict[str, pd.DataFrame], dict]], bb: Backbone, store: Store,

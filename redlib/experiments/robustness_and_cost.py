@@ -10,6 +10,7 @@ ranks, experts retrained with another seed, a router over the first domains. Its
 from __future__ import annotations
 
 import copy
+import gc
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -24,13 +25,15 @@ from ..core.metrics import accuracy
 from ..core.runtime import derived_seed
 from ..core.store import Store, state_equal
 from ..models.backbone import Backbone
-from ..red import methods, perturbation
+from ..core.settings import progress_enabled
+from ..red import cost, methods, perturbation
 from ..red.encoders import Encoder
 from ..red.pipeline import RedConfig, RedRun, retrain_experts, retrain_residuals, router_over, run_red
 from . import mnist_label5, ranges, task1_addition, task2_mixed
+from . import robustness_and_cost_report as report
 from ..configs.ranges import Setting
+from .robustness_and_cost_report import ROUTED, profile_words  # noqa: F401 (the page's opening line)
 
-ROUTED = ("RED", "softmax MoE", "softmax MoE (RED's router)")  # methods whose gate the perturbations hit
 REFERENCE = ("uniform averaging", "global head")  # routing-free references
 T1, T2, MN = Task1Config.KEY, Task2Config.KEY, MnistConfig.KEY  # the source pages, by their keys
 FRAMES = {T1: task1_addition.frames, T2: task2_mixed.frames}  # the range pages' data
@@ -70,6 +73,48 @@ def train_sources(cfg: RobustnessConfig, store: Store, progress: bool = True) ->
         for s in tqdm(cfg.seeds, desc=f"{TASKS[task]}: the runs this page reuses", disable=not progress):
             load(cfg, task, s, store, bb)
     return store.misses
+
+
+def run(cfg: RobustnessConfig, store: Store) -> dict[str, pd.DataFrame]:
+    """Every study on every seed of the source pages' runs (loaded): routing perturbations on Task 1, Task 2 and
+    MNIST; plug-in modularity on Task 1 and MNIST; the no-residual and rank ablations on Task 1 and Task 2; the
+    boundary sums on Task 1; and what RED adds in parameters and compute. (What other pages' runs cost is read, not
+    trained: `book/costs.py`.)"""
+    from tqdm.auto import tqdm
+
+    src = cfg.sources()
+    bb = ranges.backbone(src[T1])  # Task 1 and Task 2 share it
+    parts: dict[str, list[pd.DataFrame]] = {}
+    keep = lambda **tables: [parts.setdefault(k, []).append(df) for k, df in tables.items()]  # noqa: E731
+    for task in (T1, MN, T2):
+        for s in tqdm(cfg.seeds, desc=TASKS[task], disable=not progress_enabled()):
+            ld = load(cfg, task, s, store, bb)
+            keep(sweep=sweep(ld, cfg.levels()))
+            if task in (T1, MN):
+                keep(**modularity(ld, store, cfg.replacement_seed, cfg.trains(s)))
+            if task in (T1, T2):
+                keep(no_residual=no_residual(ld))
+                if cfg.trains(s):
+                    keep(**rank_ablation(ld, store, cfg.ranks))
+            if task == T1:
+                keep(boundary=boundary(ld))
+            del ld
+            gc.collect()
+    t = {name: pd.concat(dfs, ignore_index=True) for name, dfs in parts.items()}
+    t["parameter_cost"] = task1_addition.cost(bb, src[T1])
+    tokens = int(t["parameter_cost"]["tokens per question"].iloc[0])
+    t["method_cost"] = cost.method_cost(bb, src[T1], 5, 99, tokens)
+    return t
+
+
+def claims(cfg: RobustnessConfig, tables: dict[str, pd.DataFrame]) -> dict[str, dict]:
+    """Every rob.*, mod.*, abl.* and eff.* claim (`robustness_and_cost_report.claims`)."""
+    return report.claims(cfg, tables)
+
+
+def found(cfg: RobustnessConfig, tables: dict[str, pd.DataFrame], verdicts: dict[str, str]) -> dict[str, object]:
+    """The numbers and verdicts the page's conclusions paste in (`robustness_and_cost_report.found`)."""
+    return report.found(cfg, tables, verdicts)
 
 
 def _accuracy(run: RedRun, preds: dict) -> dict[str, float]:

@@ -3,8 +3,8 @@
 1. a code expert pretrained alone, then one of four experts of a token-level MoE language model;
 2. a '0 or 7' digit expert pretrained alone, then one of four experts of an MLP MoE classifier;
 3. four experts each lightly pretrained on its own text domain, then combined by a token-level MoE.
-This module trains them (every stage cached) and measures their routing; `routing_heatmaps_report` turns the
-measurements into tables, claims and findings. Its knobs: `configs/routing_heatmaps.py`.
+This module trains them (every stage cached), measures their routing and gives the page's tables (`run`), claims
+and findings; `routing_heatmaps_report` reads the tables. Its knobs: `configs/routing_heatmaps.py`.
 """
 
 from __future__ import annotations
@@ -16,9 +16,12 @@ import numpy as np
 import pandas as pd
 import torch
 from torch import Tensor, nn
+from tqdm import tqdm
 
-from ..configs.routing_heatmaps import PAPER_PATIENCE, RoutingHeatmapsConfig
+from ..configs.routing_heatmaps import PAPER_PATIENCE, TARGET_DIGITS, RoutingHeatmapsConfig
 from ..core.runtime import derived_seed, device_key, resolve_device, seed_everything
+from ..core.claims import verdicts_beside
+from ..core.settings import progress_enabled
 from ..core.store import Store
 from ..core.settings import still_improving
 from ..core.train import TrainConfig, fit
@@ -26,6 +29,7 @@ from ..models.moe import PAD, ExpertLM, GatedMoE, LMShape, MLPClassifier, TokenM
 from ..red.encoders import digest
 from ..tasks import mnist
 from ..tasks import text_domains as td
+from . import routing_heatmaps_report as rr
 
 STAGE_VERSION = 1  # bump when a stage's training code changes, so old cache entries are not reused
 # The cache kinds of the routing stages ("ra/<kind>", under its KEY), and what each holds (the Speed page names them).
@@ -33,7 +37,6 @@ STAGE_KINDS = {"code_expert": "routing: the pretrained code expert", "code_moe":
                "digit_expert": "routing: the pretrained 0-or-7 expert", "digit_moe": "routing: the gated MoE of experiment 2",
                "domain_expert": "routing: the pretrained domain experts",
                "domain_moe": "routing: the token MoE of experiment 3"}
-TARGET_DIGITS = (0, 7)
 
 
 @dataclass
@@ -246,3 +249,89 @@ def digit_routing(moe: GatedMoE, data: dict[str, tuple[Tensor, Tensor]]) -> tupl
     g, pred = g.cpu().numpy(), logits.argmax(1).cpu().numpy()
     df = pd.DataFrame(g, columns=[f"w{e}" for e in range(g.shape[1])]).assign(digit=y.numpy(), top=g.argmax(1))
     return df, float((pred == y.numpy()).mean())
+
+
+# ---- the page: every seed of the three experiments, its tables, claims and findings ----
+
+def profile_words(cfg: RoutingHeatmapsConfig) -> str:
+    """The page's opening line: profile, seeds, the tokenizer and how the text experts read."""
+    tok = td.load_tokenizer(cfg.tokenizer)
+    return (f"Profile **{cfg.profile}**, seeds {cfg.seeds}, tokenizer `{cfg.tokenizer}` ({type(tok).__name__}, "
+            f"{len(tok):,} ids), {'causal' if cfg.causal else 'unmasked'} text experts.")
+
+
+def run(cfg: RoutingHeatmapsConfig, store: Store) -> dict[str, pd.DataFrame]:
+    """The three experiments on every seed, read out as the page's tables (each row tagged with its seed): routing
+    per domain or digit, the first seed's token views, every stage's epochs; and the first seed trained longer
+    (tables `converged_*`) where `converge_cap` asks for it."""
+    tok = td.load_tokenizer(cfg.tokenizer)
+    seeds = lambda what: tqdm(cfg.seeds, desc=what, disable=not progress_enabled())  # noqa: E731
+    code_routes, epochs, views = [], {"1": [], "2": [], "3": []}, []
+    for s in seeds("experiment 1"):
+        moe, c, ep = code_experiment(cfg, s, tok, store)
+        code_routes.append(text_routing(moe, c).assign(seed=s))
+        epochs["1"].append(ep)
+        if s == cfg.seed:
+            views = [token_view(moe, c, c.names.index(d)).assign(sample=f"{d} sample") for d in ("code", "story")]
+    digits, digit_rows, digit_acc = digit_data(cfg), [], {}
+    for s in seeds("experiment 2"):
+        moe, ep = digit_experiment(cfg, s, digits, store)
+        rows, digit_acc[s] = digit_routing(moe, digits)
+        digit_rows.append(rows.assign(seed=s))
+        epochs["2"].append(ep)
+    domain_routes = []
+    for s in seeds("experiment 3"):
+        moes, c, ep = domain_experiment(cfg, s, tok, store)
+        domain_routes += [text_routing(m, c).assign(seed=s, setting=rr.setting_name(w)) for w, m in moes.items()]
+        epochs["3"].append(ep)
+    code_routes, digit_rows = pd.concat(code_routes, ignore_index=True), pd.concat(digit_rows, ignore_index=True)
+    domains = rr.by_domain(pd.concat(domain_routes, ignore_index=True))
+    t = {"code_routing": rr.by_domain(code_routes), "code_routing_first5": rr.by_domain(code_routes, first=5),
+         "token_views": pd.concat(views, ignore_index=True), "digit_routing": rr.digit_table(digit_rows),
+         "digit_contrast": rr.digit_contrast(digit_rows, digit_acc), "domain_routing": domains,
+         "domain_match": rr.matching(domains, td.EXPERIMENT_DOMAINS["domains"]),
+         "epochs": pd.concat([pd.concat(x).assign(experiment=e) for e, x in epochs.items()], ignore_index=True)}
+    if cfg.converge_cap:
+        t |= {f"converged_{name}": df for name, df in converged_run(cfg, tok, digits, store).items()}
+    return t
+
+
+def converged_run(cfg: RoutingHeatmapsConfig, tokenizer, digits: dict, store: Store) -> dict[str, pd.DataFrame]:
+    """The three experiments again under `cfg.converged()` (first seed): the tables the claims read and the epochs."""
+    long = cfg.converged()
+    s = long.seed
+    moe, c, ep1 = code_experiment(long, s, tokenizer, store)
+    routes = text_routing(moe, c).assign(seed=s)
+    digit_moe, ep2 = digit_experiment(long, s, digits, store)
+    rows, acc = digit_routing(digit_moe, digits)
+    moes, c3, ep3 = domain_experiment(long, s, tokenizer, store)
+    domains = rr.by_domain(pd.concat([text_routing(m, c3).assign(seed=s, setting=rr.setting_name(w))
+                                      for w, m in moes.items()], ignore_index=True))
+    return {"code": rr.by_domain(routes), "code_first5": rr.by_domain(routes, first=5),
+            "contrast": rr.digit_contrast(rows.assign(seed=s), {s: acc}),
+            "match": rr.matching(domains, td.EXPERIMENT_DOMAINS["domains"]),
+            "epochs": pd.concat([e.assign(experiment=x) for x, e in (("1", ep1), ("2", ep2), ("3", ep3))],
+                                ignore_index=True)}
+
+
+def converged(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame] | None:
+    """The tables of the first seed trained longer, by the names `converged_run` gives them (None: not run)."""
+    found = {name.removeprefix("converged_"): df for name, df in tables.items() if name.startswith("converged_")}
+    return found or None
+
+
+def claims(cfg: RoutingHeatmapsConfig, tables: dict[str, pd.DataFrame]) -> dict[str, dict]:
+    """ra.code_expert, ra.mnist07 and ra.domain_match per seed (`routing_heatmaps_report.claims`), with the first
+    seed trained longer beside each as an extension where it ran."""
+    t = tables
+    out = rr.claims(cfg, t["code_routing"], t["digit_contrast"], t["domain_match"], t["code_routing_first5"])
+    return rr.with_converged(out, cfg, converged(t))
+
+
+def found(cfg: RoutingHeatmapsConfig, tables: dict[str, pd.DataFrame], verdicts: dict[str, str]) -> dict[str, object]:
+    """The numbers and verdicts the page's conclusions paste in (glued as `ra_*`)."""
+    measured, longer = claims(cfg, tables), converged(tables)
+    return {**rr.found(cfg, measured, verdicts, tables["digit_contrast"], tables["domain_match"],
+                       tables["domain_routing"]),
+            "ra_converged_epochs": rr.epochs_words(longer["epochs"]) if longer else "not run",
+            "ra_converged_moved": verdicts_beside(measured, rr.converged_label(cfg) if longer else None)}

@@ -1,4 +1,5 @@
-"""Tables, claims (`ra.*`) and the values the conclusions paste in, of the routing-heatmaps page (`routing_heatmaps.py` measures)."""
+"""Tables, claims (`ra.*`) and the values the conclusions paste in, of the routing-heatmaps page (`routing_heatmaps.py`
+measures; this module reads its tables)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,25 @@ import pandas as pd
 
 from ..core import measure
 from ..core.claims import listing, seeds_words, verdict_keys
-from ..core.store import Store
 from ..core.settings import still_improving
+from ..configs.routing_heatmaps import PAPER_PATIENCE, PAPER_SIZES, TARGET_DIGITS, RoutingHeatmapsConfig
 from ..tasks import text_domains as td
-from . import routing_heatmaps as ra
-from ..configs.routing_heatmaps import PAPER_PATIENCE, RoutingHeatmapsConfig
-from .routing_heatmaps import TARGET_DIGITS
 
 MAJORITY = 0.5  # "most tokens": more than this share of a domain's tokens
+
+
+def sizes(cfg: RoutingHeatmapsConfig) -> pd.DataFrame:
+    """The text experiments' model and data sizes: this run's against the paper's."""
+    return pd.DataFrame([{"experiment": e, "setting": k, "this run": getattr(cfg, f"{w}_{k}"), "the paper": v}
+                         for e, w in (("1 code expert", "code"), ("3 domain experts", "domain"))
+                         for k, v in PAPER_SIZES[w].items()])
+
+
+def examples(cfg: RoutingHeatmapsConfig) -> pd.DataFrame:
+    """One generated example per domain of experiments 1 and 3 (line breaks shown as ⏎)."""
+    return pd.DataFrame([{"experiment": e, "domain": d, "example": td.generate(d, 1, cfg.seed)[0].replace("\n", " ⏎ ")}
+                         for e, names in (("1", td.EXPERIMENT_DOMAINS["code"]), ("3", td.EXPERIMENT_DOMAINS["domains"]))
+                         for d in names])
 
 
 def by_domain(routing: pd.DataFrame, first: int | None = None) -> pd.DataFrame:
@@ -112,24 +124,6 @@ def converged_label(cfg: RoutingHeatmapsConfig) -> str:
     (a stage still improving there is counted on the page)."""
     return (f"trained longer (first seed: until validation stops improving for {PAPER_PATIENCE} epochs, or "
             f"{cfg.converge_cap} epochs)")
-
-
-def converged_run(cfg: RoutingHeatmapsConfig, tokenizer, digits: dict, store: Store) -> dict[str, pd.DataFrame]:
-    """The three experiments again under `cfg.converged()` (first seed): the tables the claims read and the epochs."""
-    long = cfg.converged()
-    s = long.seed
-    moe, c, ep1 = ra.code_experiment(long, s, tokenizer, store)
-    routes = ra.text_routing(moe, c).assign(seed=s)
-    digit_moe, ep2 = ra.digit_experiment(long, s, digits, store)
-    rows, acc = ra.digit_routing(digit_moe, digits)
-    moes, c3, ep3 = ra.domain_experiment(long, s, tokenizer, store)
-    domains = by_domain(pd.concat([ra.text_routing(m, c3).assign(seed=s, setting=setting_name(w))
-                                   for w, m in moes.items()], ignore_index=True))
-    return {"code": by_domain(routes), "code_first5": by_domain(routes, first=5),
-            "contrast": digit_contrast(rows.assign(seed=s), {s: acc}),
-            "match": matching(domains, td.EXPERIMENT_DOMAINS["domains"]),
-            "epochs": pd.concat([e.assign(experiment=x) for x, e in (("1", ep1), ("2", ep2), ("3", ep3))],
-                                ignore_index=True)}
 
 
 def with_converged(out: dict[str, dict], cfg: RoutingHeatmapsConfig, ext: dict[str, pd.DataFrame] | None

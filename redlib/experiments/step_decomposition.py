@@ -34,6 +34,8 @@ from ..tasks.mixed_data import make_task2, step_pairs
 from ..configs.ranges import Setting
 from ..configs.step_decomposition import DecompositionConfig
 from . import ranges
+from .ranges import profile_words  # noqa: F401 (the page's opening line)
+from .step_decomposition_report import PAPER_KEYS, found  # noqa: F401 (found: the page's, `step_decomposition_report` writes it)
 from .task2_mixed import spec_for
 
 # The cache kind of this page's own stage ("sd/<kind>", under its KEY), and what it holds (the Speed page names it).
@@ -41,7 +43,6 @@ STAGE_KINDS = {"decomposer": "the step decomposer (a tagger over the backbone's 
 # the executor's routings: the book's name -> the registered method over the op experts
 ROUTINGS = {"RED": "RED", "softmax MoE": "softmax MoE", "AllFix (equal weights)": "uniform averaging",
             "oracle experts": "oracle experts", "global head": "global head"}
-PAPER_KEYS = {"RED": "red", "softmax MoE": "moe", "AllFix (equal weights)": "allfix"}
 Program = tuple[list[int], str]  # operands in slot order, operators of steps 1..k
 
 
@@ -197,20 +198,20 @@ def encode(bb: Backbone, df: pd.DataFrame, with_tags: bool = True) -> dict[str, 
 
 def assemble(text: str, tags: list[int], offsets: list[tuple[int, int]]) -> Program | None:
     """The program the tags describe, or None ("no program") when they do not describe exactly one chain."""
-    found: dict[int, tuple[str, int]] = {}
+    parsed: dict[int, tuple[str, int]] = {}
     for t, tag in enumerate(tags):
         if tag == 0:
             continue
         name = TAGS[tag]
         slot, op = (0, "") if name == "first" else (int(name[1:]), name[0])
         value = read_number(text, offsets[t][0])
-        if slot in found or value is None:
+        if slot in parsed or value is None:
             return None
-        found[slot] = (op, value)
-    k = len(found) - 1
-    if k < 1 or set(found) != set(range(k + 1)):
+        parsed[slot] = (op, value)
+    k = len(parsed) - 1
+    if k < 1 or set(parsed) != set(range(k + 1)):
         return None
-    return [found[s][1] for s in range(k + 1)], "".join(found[s][0] for s in range(1, k + 1))
+    return [parsed[s][1] for s in range(k + 1)], "".join(parsed[s][0] for s in range(1, k + 1))
 
 
 def train_decomposer(cfg: DecompositionConfig, seed: int, frames: dict[str, pd.DataFrame], key: dict, bb: Backbone,
@@ -242,7 +243,17 @@ def decompose(model: Tagger, bb: Backbone, df: pd.DataFrame) -> list[Program | N
     return [assemble(text, t, [tuple(o) for o in off]) for text, t, off in zip(df["text"], tags, enc["offsets"].tolist())]
 
 
-def run(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store) -> dict[str, pd.DataFrame]:
+def run(cfg: DecompositionConfig, store: Store) -> dict[str, pd.DataFrame]:
+    """Every seed and setting (the op experts' small stages of all of them side by side first), each row tagged with
+    its seed and setting; then the 2x2 attribution where the config asks for it."""
+    bb = ranges.backbone(cfg)
+    prefetch_ops(cfg, bb, store)
+    tables = [run_seed(cfg, s, st, bb, store) for st, s in ranges.every_run(cfg, "decomposition")]
+    extra = {"attribution": attribution(cfg, bb, store)} if cfg.attribution else {}
+    return ranges.stack(tables) | extra
+
+
+def run_seed(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store) -> dict[str, pd.DataFrame]:
     """One seed and setting: op experts, decomposer, and the test programs executed with true and decoded programs."""
     spec = spec_for(cfg, seed, setting)
     frames = make_task2(spec)
@@ -282,12 +293,6 @@ def _examples(ops: ranges.RangeRun, test: pd.DataFrame, decoded: list[Program | 
 
 # ---- tables and claims ----
 
-def execution_table(execution: pd.DataFrame, run_label: str, programs: str) -> pd.DataFrame:
-    """Final-answer accuracy per routing (rows) and steps (columns) in one setting and program source, mean over seeds."""
-    sel = execution[(execution["run"] == run_label) & (execution["programs"] == programs)]
-    return sel.pivot_table(index="routing", columns="steps", values="accuracy", sort=False)
-
-
 def decomposer_table(decomposer: pd.DataFrame) -> pd.DataFrame:
     """Per phrasing (rows) and setting and number of steps (columns): the share of exact programs and, after a slash
     where there are any, the share of "no program" (mean over seeds; the rest are wrong programs)."""
@@ -297,9 +302,10 @@ def decomposer_table(decomposer: pd.DataFrame) -> pd.DataFrame:
                                                                                    sort_remaining=False)
 
 
-def claims(cfg: DecompositionConfig, t: dict[str, pd.DataFrame]) -> dict[str, dict]:
+def claims(cfg: DecompositionConfig, tables: dict[str, pd.DataFrame]) -> dict[str, dict]:
     """sd.* in the claims' setting with the true programs (the paper's study); the decomposer's programs and the other
     settings beside them as extensions."""
+    t = tables
     main, *others = cfg.settings
     out = _measured(t, main, "true programs")
     extra = {f"{st.description}, true programs": _measured(t, st, "true programs") for st in others}

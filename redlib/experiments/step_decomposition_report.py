@@ -11,10 +11,12 @@ import pandas as pd
 
 from ..core.claims import listing, load_claims, rate, small, verdict_keys
 from . import range_tables
-from .step_decomposition import PAPER_KEYS, execution_table
 from ..configs.step_decomposition import DecompositionConfig
 
 METHODS = ("RED", "softmax MoE")
+
+# the paper's routings of the executor and their keys in the claims file (sd.red.acc, ...)
+PAPER_KEYS = {"RED": "red", "softmax MoE": "moe", "AllFix (equal weights)": "allfix"}
 
 
 def attribution_effects(att: pd.DataFrame) -> dict[str, float]:
@@ -52,8 +54,15 @@ def rates_words(lrs: pd.Series) -> str:
     return ", ".join(f"{k} {rate(v)}" for k, v in lrs.items())
 
 
-def found(cfg: DecompositionConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
+def execution_table(execution: pd.DataFrame, run_label: str, programs: str) -> pd.DataFrame:
+    """Final-answer accuracy per routing (rows) and steps (columns) in one setting and program source, mean over seeds."""
+    sel = execution[(execution["run"] == run_label) & (execution["programs"] == programs)]
+    return sel.pivot_table(index="routing", columns="steps", values="accuracy", sort=False)
+
+
+def found(cfg: DecompositionConfig, tables: dict[str, pd.DataFrame], verdicts: dict[str, str]) -> dict[str, object]:
     """The numbers and verdicts the page's conclusions paste in (glued as `sd_*`)."""
+    t, v = tables, verdicts
     main, paper = cfg.settings[0].label, load_claims()
     true, dec = (execution_table(t["execution"], main, s)["all"] for s in ("true programs", "decomposer's programs"))
     ops = t["op_experts"]

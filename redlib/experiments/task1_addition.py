@@ -22,8 +22,10 @@ from ..configs.red import protocol_words
 from ..configs.task1_addition import Task1Config
 from ..tasks.arithmetic import N_CLASSES, NUMBER_FORMATS, RANGE_NAMES, TEMPLATES, Task1Spec, format_numbers
 from ..tasks.arithmetic_data import make_task1
-from . import range_tables, ranges
-from .ranges import NEAR, NOT_DEPLOYABLE, ORDER
+from ..core.metrics import confusion_table
+from ..core.store import Store
+from . import range_page, range_tables, ranges
+from .ranges import NEAR, NOT_DEPLOYABLE, ORDER, profile_words  # noqa: F401 (profile_words: the opening line)
 
 # The paper's case study (section 4.11, from ../shared/paper/results_4.6-4.12_digest.md): each query with the
 # routing weights over R1-R5 and the answer the paper reports for its RED model (the paper's numbers, not ours).
@@ -87,8 +89,9 @@ def cost(bb: Backbone, cfg: Task1Config) -> pd.DataFrame:
     return parameter_cost(bb, cfg, len(RANGE_NAMES), N_CLASSES, tokens)
 
 
-def tokenization(bb: Backbone, question: str = COST_QUESTION) -> pd.DataFrame:
-    """How the backbone's tokenizer splits one question in each number format."""
+def tokenization(source: Backbone | Task1Config, question: str = COST_QUESTION) -> pd.DataFrame:
+    """How a backbone's tokenizer (the one given, or a page config's) splits one question in each number format."""
+    bb = source if isinstance(source, Backbone) else ranges.backbone(source)
     rows = []
     for fmt in NUMBER_FORMATS:
         text = format_numbers(question, fmt)
@@ -97,12 +100,26 @@ def tokenization(bb: Backbone, question: str = COST_QUESTION) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def run(cfg: Task1Config, store: Store) -> dict[str, pd.DataFrame]:
+    """Every seed and setting scored (each row tagged with its seed and setting), what RED adds per backbone
+    (`parameter_cost`), the confusion matrices of the best and worst method on the first run of the setting the
+    figures show (the claims' setting, or one with room to rank: `range_tables.room_to_rank`), and the first seed's
+    small stages under the paper's epoch budgets where the extension asks (`range_page.paper_budgets`)."""
+    bb = ranges.backbone(cfg)
+    t, firsts = range_page.run_all(cfg, frames, bb, store, "Task 1", lambda r: evaluate(r, bb),
+                                   extra={"parameter_cost": cost(bb, cfg)})
+    shown = range_tables.room_to_rank(t["overall"], [st.label for st in cfg.settings])
+    t["confusions"] = confusion_table(ranges.confusions(firsts[shown], t["overall"]))
+    return t | (range_page.paper_budgets(cfg, frames, bb, store) if cfg.paper_budget else {})
+
+
 SHARED_MOE = "softmax MoE (RED's router)"
 E_FAMILY = ("uniform averaging", "softmax MoE", SHARED_MOE)  # mixtures of the same experts E_i
 
 
-def claims(cfg: Task1Config, t: dict[str, pd.DataFrame]) -> dict[str, dict]:
+def claims(cfg: Task1Config, tables: dict[str, pd.DataFrame]) -> dict[str, dict]:
     """The measurement behind every Task 1 claim in the main setting; each other setting measured beside it as an extension."""
+    t = tables
     main, *others = cfg.settings
     return ranges.with_extensions(_measured(cfg, t, main), {st: _measured(cfg, t, st) for st in others})
 
@@ -127,8 +144,9 @@ def _measured(cfg: Task1Config, t: dict[str, pd.DataFrame], st: Setting) -> dict
     return out
 
 
-def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
+def found(cfg: Task1Config, tables: dict[str, pd.DataFrame], verdicts: dict[str, str]) -> dict[str, object]:
     """The numbers and verdicts the page's conclusions paste in (glued as `t1_*`)."""
+    t, v = tables, verdicts
     paper, (main, *others), ov = load_claims(), cfg.settings, t["overall"]
     acc = {st.label: ov[ov["run"] == st.label].groupby("method")["accuracy"].mean() for st in cfg.settings}
     rt, a = t["router_accuracy"], acc[main.label]
@@ -139,6 +157,8 @@ def found(cfg: Task1Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> di
             digits.append(f"{SPLIT_LABELS[st.split]}: " + ", ".join(
                 f"{acc[st.label][m] - acc[whole.label][m]:+.3f} ({m})" for m in ("RED", "softmax MoE", "oracle experts")))
     return {
+        "t1_ranges_shown": range_tables.room_to_rank(ov, [st.label for st in cfg.settings]),
+        "t1_budget": range_tables.budget_words(t, main.label, cfg.seed, cfg.KEY),
         "t1_protocol": protocol_words(cfg), "t1_ties": range_tables.ties_words(ov, main.label),
         "t1_seen": ", ".join(f"{ranges.seen_share(cfg, frames, st):.1%} ({st.label})" for st in cfg.settings
                              if st.number_format == "whole"),

@@ -17,9 +17,11 @@ from ..configs.task2_mixed import MixedTaskConfig, Task2Config
 from ..tasks.arithmetic import RANGE_NAMES
 from ..tasks.mixed import MAX_STEPS, PHRASINGS, Task2Spec
 from ..tasks.mixed_data import make_task2
-from . import range_tables, ranges
+from ..core.metrics import confusion_table
+from ..core.store import Store
+from . import range_page, range_tables, ranges
 from ..configs.ranges import Setting
-from .ranges import ORDER
+from .ranges import ORDER, profile_words  # noqa: F401 (profile_words: the opening line)
 
 def frames(cfg: Task2Config, seed: int, setting: Setting) -> tuple[dict[str, pd.DataFrame], dict]:
     """Task 2's sample frames for one seed and setting, and what determined them (part of every cache key)."""
@@ -97,22 +99,35 @@ def by_phrasing(overall: pd.DataFrame, run_label: str) -> pd.DataFrame:
     return sel
 
 
-def claims(cfg: Task2Config, t: dict[str, pd.DataFrame]) -> dict[str, dict]:
+def run(cfg: Task2Config, store: Store) -> dict[str, pd.DataFrame]:
+    """Every seed and setting scored (each row tagged with its seed and setting), the confusion matrices of the best
+    and worst method on the claims' setting's first run, and the first seed's small stages under the paper's epoch
+    budgets where the extension asks (`range_page.paper_budgets`)."""
+    bb = ranges.backbone(cfg)
+    t, firsts = range_page.run_all(cfg, frames, bb, store, "Task 2", evaluate)
+    t["confusions"] = confusion_table(ranges.confusions(firsts[cfg.settings[0].label], t["overall"]))
+    return t | (range_page.paper_budgets(cfg, frames, bb, store) if cfg.paper_budget else {})
+
+
+def claims(cfg: Task2Config, tables: dict[str, pd.DataFrame]) -> dict[str, dict]:
     """The measurement behind every Task 2 claim in the claims' setting, other settings beside it as extensions."""
+    t = tables
     common = {"backbone": cfg.backbone, "step_mix": cfg.step_mix}
     main, *others = cfg.settings
     return ranges.with_extensions(ranges.measured(cfg.KEY, t, main, common)[0],
                                   {st: ranges.measured(cfg.KEY, t, st, common)[0] for st in others})
 
 
-def found(cfg: Task2Config, t: dict[str, pd.DataFrame], v: dict[str, str]) -> dict[str, object]:
+def found(cfg: Task2Config, tables: dict[str, pd.DataFrame], verdicts: dict[str, str]) -> dict[str, object]:
     """The numbers and verdicts the page's conclusions paste in (glued as `t2_*`)."""
+    t, v = tables, verdicts
     paper, (main, *others), ov = load_claims(), cfg.settings, t["overall"]
     acc = {st.label: ov[ov["run"] == st.label].groupby("method")["accuracy"].mean() for st in cfg.settings}
     a = acc[main.label]
     frames = make_task2(spec_for(cfg, cfg.seed, main))
     ops = by_operations(ov).loc[(main.label, "RED")]
     return {
+        "t2_budget": range_tables.budget_words(t, main.label, cfg.seed, cfg.KEY),
         "t2_protocol": protocol_words(cfg), "t2_ties": range_tables.ties_words(ov, main.label),
         "t2_red_minus_moe": ranges.paired_gap(ranges.seeds_by_method(t, main)),
         "t2_paper_gap": f"{paper['t2.red.acc']['paper'] - paper['t2.moe.acc']['paper']:+.3f}",

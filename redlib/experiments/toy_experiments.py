@@ -234,17 +234,31 @@ def part_tables(cfg: ToyConfig, piece: tuple[str, int], store: Store) -> dict[st
     return out | {"evals_c": pd.concat(evals), "sizes_c": pd.concat(sizes)}
 
 
-def run_all(cfg: ToyConfig, store: Store, workers: int) -> dict[str, pd.DataFrame]:
-    """Experiments A, B and C for every seed (in `workers` processes): each table concatenated in seed order."""
-    from ..speed.parallel import map_pieces
+def profile_words(cfg: ToyConfig) -> str:
+    """The page's opening line: profile, seeds and how every model trains."""
+    return (f"Running profile **{cfg.profile}** with seeds {cfg.seeds}, up to {cfg.max_epochs} epochs (patience "
+            f"{cfg.patience}), AdamW lr {cfg.lr}, weight decay {cfg.weight_decay}.")
 
+
+# the page's tables: run's names (its result files) for part_tables' names
+TABLES = {"evals_a": "a_linear_eval", "weights_a": "a_linear_weights", "evals_b": "b_mlp_eval",
+          "evals_c": "c_residual_eval", "sizes_c": "c_residual_sizes", "curves_a": "curves_a", "curves_b": "curves_b",
+          "curves_c": "curves_c"}
+
+
+def run(cfg: ToyConfig, store: Store) -> dict[str, pd.DataFrame]:
+    """Experiments A, B and C for every seed (in `parallel.worker_count()` processes, one torch thread each: tiny
+    models run faster so and stay bit-reproducible): each table concatenated in seed order, by its result name."""
+    from ..speed.parallel import map_pieces, worker_count
+
+    torch.set_num_threads(1)
     pieces = [(part, s) for part in PARTS for s in cfg.seeds]
-    done = dict(zip(pieces, map_pieces(part_tables, cfg, pieces, store, workers, desc="toy experiments")))
+    done = dict(zip(pieces, map_pieces(part_tables, cfg, pieces, store, worker_count(), desc="toy experiments")))
     tables = {}
     for part in sorted(PARTS):
         for s in cfg.seeds:
             for name, df in done[(part, s)].items():
-                tables.setdefault(name, []).append(df)
+                tables.setdefault(TABLES[name], []).append(df)
     return {name: pd.concat(dfs) for name, dfs in tables.items()}
 
 
@@ -275,8 +289,10 @@ def own_domain(evals: pd.DataFrame, models: list[str], metric: str = "accuracy")
     return sel.groupby("seed")[metric].min()
 
 
-def claims(evals_a: pd.DataFrame, weights_a: pd.DataFrame, evals_b: pd.DataFrame, evals_c: pd.DataFrame) -> dict[str, dict]:
+def claims(cfg: ToyConfig, tables: dict[str, pd.DataFrame]) -> dict[str, dict]:
     """The measurement behind each toy claim, per seed (accuracy claims use the worst domain, exact base)."""
+    evals_a, weights_a, evals_b, evals_c = (tables[k] for k in ("a_linear_eval", "a_linear_weights", "b_mlp_eval",
+                                                                "c_residual_eval"))
     singles = [f"base + r{i + 1}" for i in range(len(DOMAINS))]
     exact, learned = evals_c[evals_c["base"] == "exact"], evals_c[evals_c["base"] == "learned"]
     dev = (weights_a[["w1", "w2", "b"]] - [0.5, 0.5, 0.0]).abs().max(axis=1).groupby(weights_a["seed"]).max()
@@ -303,11 +319,12 @@ def claims(evals_a: pd.DataFrame, weights_a: pd.DataFrame, evals_b: pd.DataFrame
     }
 
 
-def found(measured: dict[str, dict], verdicts: dict[str, str], weights_a: pd.DataFrame, evals_b: pd.DataFrame,
-          evals_c: pd.DataFrame, cfg: ToyConfig) -> dict[str, object]:
+def found(cfg: ToyConfig, tables: dict[str, pd.DataFrame], verdicts: dict[str, str]) -> dict[str, object]:
     """The numbers and verdicts the page's conclusions paste in (glued as `toy_*`)."""
     from ..core.claims import load_claims, seeds_words, spread, verdict_keys
 
+    measured = claims(cfg, tables)
+    weights_a, evals_b, evals_c = tables["a_linear_weights"], tables["b_mlp_eval"], tables["c_residual_eval"]
     m = lambda cid: measured[cid]["per_seed"]  # noqa: E731
     dev = pd.Series(m("toy.linear.weights"), dtype=float)
     experts = [f"expert E{i + 1}" for i in range(len(DOMAINS))]

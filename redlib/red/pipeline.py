@@ -44,13 +44,14 @@ __all__ = ["PIPELINE_VERSION", "STAGE_KINDS", "RedConfig", "TaskData", "RedRun",
 
 
 def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int,
-            lrs: dict[str, float] | None = None, variants: bool | None = None) -> RedRun:
+            lrs: dict[str, float] | None = None, variants: bool | None = None, budget: dict | None = None) -> RedRun:
     """All stages for one seed (each loaded from the cache when already computed), as a run record, the small
     stages of each kind at its learning rate in `lrs` (an extension's; a kind not named: the config's head_lr).
     The variant methods' stages (the code's logit experts and gate, stage 4, the head on all of train) train only
     where `variants` (None: `cfg.variants_on(seed)`); elsewhere the record holds none of them. The small stages
-    train side by side in `parallel.worker_count()` processes; the page then loads them in this order."""
-    st = Stages(cfg, data, encoder, store, seed, lrs=lrs)
+    train side by side in `parallel.worker_count()` processes; the page then loads them in this order. `budget`
+    overrides the small stages' fit settings (an extension's epoch budget: max_epochs, patience, double_cap)."""
+    st = Stages(cfg, data, encoder, store, seed, lrs=lrs, budget=budget)
     clock = lambda label, fn: timed(st.seconds, store, label, fn)  # noqa: E731
     head = clock("stage 1 (encoder + global head)", st.base)
     feats = clock("pooled features", st.features)

@@ -11,7 +11,7 @@ cache in its usual order, so its modules, tables, epochs and cache keys are thos
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -41,8 +41,10 @@ class Stages:
     """The stages of one seed, each loaded from the cache when already computed (see `pipeline`'s docstring)."""
 
     def __init__(self, cfg: RedConfig, data: TaskData, encoder: Encoder | None, store: Store, seed: int,
-                 key: dict | None = None, dim: int | None = None, lrs: dict[str, float] | None = None):
+                 key: dict | None = None, dim: int | None = None, lrs: dict[str, float] | None = None,
+                 budget: dict | None = None):
         self.cfg, self.data, self.encoder, self.store, self.seed = cfg, data, encoder, store, seed
+        self.budget = dict(budget or {})  # the small stages' fit settings that differ from the config's (an extension's)
         kernels.configure()  # the matmul kernels a worker takes, whoever calls the pipeline (not only a page)
         self.lrs = dict(lrs or {})  # stage kind -> learning rate; a kind not named: cfg.lr (stage 1) or cfg.head_lr
         self.seconds: dict[str, float] = {}
@@ -122,7 +124,7 @@ class Stages:
 
     def _settings(self, name: str, label: str, extra: dict) -> tuple[TrainConfig, dict]:
         """A small stage's fit settings and cache key, from its kind, label and what its key adds (`WHAT`)."""
-        tc = self.cfg.fit_config(self.seed, label, self.lr(name))
+        tc = replace(self.cfg.fit_config(self.seed, label, self.lr(name)), **self.budget)
         # the thread count is in the key: another count can split a sum differently, so it trains other bits
         key = {**self.key, "module": label, "train2": asdict(tc), "threads": parallel.STAGE_THREADS, **extra}
         return tc, key | ({"fit": "stacked"} if name in STACKED else {})
