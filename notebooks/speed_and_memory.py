@@ -81,8 +81,9 @@ plots.styled(route_costs(page.path), caption="The routes to this book and their 
 # %% tags=["hide-input"]
 if len(page.notebooks):
     results.table("notebooks", page.notebooks)
-for table in speed.notebook_tables(page):
-    display(plots.styled(table.data, precision=3, hide_index=True, caption=table.caption))
+for table in speed.notebook_tables(page):  # the full profile's in view, the others' behind a click
+    sty = plots.styled(table.data, precision=3, hide_index=True, caption=table.caption)
+    display(sty if table.name == "notebooks_full" else plots.behind_click(sty, table.caption))
 display(Markdown(speed.build_line(page)))
 
 # %% [markdown]
@@ -104,7 +105,7 @@ show(by_kind, precision=1)
 # %% tags=["hide-input"]
 show(speed.Table("cold_estimates", page.estimates,
                  "Estimate: the training time each published page implies, against its cold timing where one is "
-                 "today's"), precision=1)
+                 "today's"), precision=1, folded="The training time each published page implies (an estimate)")
 
 # %% [markdown]
 # ## The speed levers, measured

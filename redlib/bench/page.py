@@ -62,19 +62,22 @@ def speed_page(path: Path, profile: str = "full", results_dir: str = "results") 
 
 
 def shower(results) -> Callable[..., None]:
-    """The page's `show(table, precision=3, styler=None)`: keep a table (a `Table` or a lever) in the page's results
-    and show it, or the line saying why it is missing; None shows nothing."""
+    """The page's `show(table, precision=3, styler=None, folded=None)`: keep a table (a `Table` or a lever) in the
+    page's results and show it, behind a click saying `folded` where one is given, or the line saying why it is
+    missing; None shows nothing."""
     from IPython.display import Markdown, display
 
     from ..book import plots
 
-    def show(table: Table | Lever | None, precision: int = 3, styler: Callable | None = None) -> None:
+    def show(table: Table | Lever | None, precision: int = 3, styler: Callable | None = None,
+             folded: str | None = None) -> None:
         if table is not None and table.data is None:
             display(Markdown(table.caption))
         elif table is not None:
             results.table(table.name, table.data)
             sty = plots.styled(table.data, precision=precision, hide_index=True, caption=table.caption)
-            display(styler(sty) if styler else sty)
+            sty = styler(sty) if styler else sty
+            display(plots.behind_click(sty, folded) if folded else sty)
 
     return show
 
@@ -109,9 +112,10 @@ def budgets() -> Table:
 
 def notebook_tables(page: SpeedPage) -> list[Table]:
     """Each profile's cold timings as the page shows them: columns that say nothing here (every run undisturbed, one
-    pass each, "ran as published" outside the full profile) left out."""
+    pass each, "ran as published" outside the full profile) left out; the full profile first."""
     tables = []
-    for prof, part in page.notebooks.groupby("profile", sort=False) if len(page.notebooks) else []:
+    groups = dict(list(page.notebooks.groupby("profile", sort=False))) if len(page.notebooks) else {}
+    for prof, part in sorted(groups.items(), key=lambda kv: kv[0] != "full"):
         part = part.drop(columns=["profile"] + ([report.SAME_CODE] if prof != "full" else []))
         if not part["disturbed"].any():
             part = part.drop(columns=["disturbed"])
