@@ -90,7 +90,7 @@ def test_the_attribution_crosses_stage_1s_rate_with_the_small_stages_rate(tiny_r
     assert att[["RED", "softmax MoE", "AllFix (equal weights)"]].stack().between(0, 1).all()
     own = dec.train_ops(cfg, 0, Setting("iid"), bb, store)
     lrs = {k: 1e-3 for k in dec.STAGE_KINDS_SMALL} | {"stage1": 1e-4}
-    other = dec.train_ops(cfg, 0, Setting("iid"), bb, store, lrs)  # from the cache now
+    other = dec.train_ops(cfg, 0, Setting("iid"), bb, store, cfg.stage_settings(lrs))  # from the cache now
     assert torch.equal(own.red.head.weight, other.red.head.weight)
     assert {e["lr"] for e in other.red.epochs if e["stage"] != "stage 1"} == {1e-3}
     assert not torch.equal(own.red.residuals[0].V.weight, other.red.residuals[0].V.weight)

@@ -299,3 +299,46 @@ def test_the_small_stages_of_several_runs_train_in_one_pool_with_each_runs_bits(
     pairs += list(zip(par.experts + par.residuals + par.code_experts, serial.experts + serial.residuals + serial.code_experts))
     assert all(state_equal(a, b) for a, b in pairs) and par.epochs == serial.epochs
     assert runs[1].joint is None and not runs[1].code_experts
+
+
+def test_a_stages_fit_is_the_configs_protocol_so_cached_stages_keep_their_keys():
+    """`RedConfig.stage_settings` resolves each fit as the config's `fit_config` / `stage1_config` did stage by stage
+    (the fields of every stage's cache key), with an extension's rates and epoch budget on top."""
+    from dataclasses import replace
+
+    cfg = tiny_config()
+    plain, ext = cfg.stage_settings(), cfg.stage_settings({"router": 0.5, "stage1": 0.3}, {"max_epochs": 7})
+    assert plain.fit("stage1", 4) == cfg.stage1_config(4, cfg.lr)
+    assert plain.fit("expert", 4, "expert D1") == cfg.fit_config(4, "expert D1", cfg.head_lr)
+    assert ext.fit("stage1", 4) == cfg.stage1_config(4, 0.3)
+    assert ext.fit("router", 1, "router") == replace(cfg.fit_config(1, "router", 0.5), max_epochs=7)
+    assert ext.fit("gate", 1, "gate") == replace(cfg.fit_config(1, "gate", cfg.head_lr), max_epochs=7)
+    assert ext.lr("router") == 0.5 and ext.lr("residual") == cfg.head_lr and ext.lr("stage1") == 0.3
+
+
+def test_a_run_and_a_workers_job_read_the_resolved_settings_and_never_the_config_again(tmp_path, monkeypatch):
+    """Given the record, a run's stages, and a worker's job (which receives it in its context), ask the config for no
+    rate, cap or patience: the settings are resolved once, where the run starts."""
+    from dataclasses import replace
+
+    from redlib.red.schedule import _train_job
+    from redlib.red.stages import Stages
+
+    cfg, (data, enc), store = tiny_config(epochs=3), synthetic(), Store(tmp_path)
+    settings = replace(cfg, head_lr=0.05).stage_settings({"router": 0.01}, {"patience": 2})
+
+    def refuse(*_, **__):
+        raise AssertionError("a fit was resolved again from the config")
+
+    for name in ("stage_settings", "fit_config", "stage1_config"):
+        monkeypatch.setattr(RedConfig, name, refuse)
+    r = run_red(cfg, data, enc, store, seed=0, settings=settings, variants=False)
+    small = [e for e in r.epochs if e["stage"] != "stage 1"]
+    assert {e["lr"] for e in small} == {0.05, 0.01} and {e["patience"] for e in small} == {2}
+    assert r.settings is settings and r.epochs[0]["lr"] == cfg.lr
+    st = Stages(cfg, data, enc, store, 1, settings=settings)
+    st.base()
+    st.features()
+    context = {"cfg": cfg, "data": data, "seed": 1, "key": st.key, "dim": st.dim, "head": st.head, "settings": settings}
+    _train_job(context, ("router", None), store)
+    assert st.cached(("router", None))

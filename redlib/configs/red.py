@@ -8,7 +8,7 @@ from typing import Any, ClassVar, Mapping
 
 from ..core.claims import rate
 from ..core.config import MAX_EPOCHS, MAX_WIDTH, ExperimentConfig, ParameterError, param
-from ..core.settings import PRECISIONS, TrainConfig
+from ..core.settings import PRECISIONS, StageSettings, TrainConfig
 from ..tasks.mixed import parse_mix
 from .ranges import mix_words
 
@@ -81,6 +81,15 @@ class RedConfig(ExperimentConfig):
         tc = self.fit_config(seed, "stage 1: encoder top + head", lr, self.backbone_epochs)
         # a config without profile values for it (the pipeline's own, in tests) trains stage 1 in fp32
         return replace(tc, patience=self.backbone_patience or self.patience, precision=self.precision or "fp32")
+
+    def stage_settings(self, lrs: Mapping[str, float] | None = None, budget: Mapping[str, Any] | None = None
+                       ) -> StageSettings:
+        """A run's training settings, resolved once: stage 1 at `lr`, every small stage at `head_lr`, where an
+        extension asks a kind named in `lrs` at its rate ("stage1" too), and the small stages under `budget` (an
+        extension's epoch budget: max_epochs, patience, double_cap)."""
+        lrs = dict(lrs or {})
+        small = replace(self.fit_config(0, "", self.head_lr), **dict(budget or {}))
+        return StageSettings(self.stage1_config(0, lrs.get("stage1", self.lr)), small, lrs)
 
     def variants_on(self, seed: int) -> bool:
         """Whether the variant methods (the released code's logit experts and their MoE gate, joint stage 4, the global

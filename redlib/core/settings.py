@@ -4,7 +4,8 @@ config that builds them, and the command line, load fast)."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -45,6 +46,27 @@ class TrainConfig(TrainSettings):
     optimizer: str = ADAMW
     double_cap: bool = False  # the convergence rule: a fit that reaches its cap trains on with the cap doubled
     precision: str = "fp32"  # one of PRECISIONS
+
+
+@dataclass(frozen=True)
+class StageSettings:
+    """A run's training settings, resolved once from its page's config before anything trains
+    (`RedConfig.stage_settings`) and handed to every stage and worker: stage 1's fit, the small stages' fit, and
+    the rates an extension gives some stage kinds. A stage's fit is one of these with its seed and label set."""
+
+    stage1: TrainConfig
+    small: TrainConfig
+    lrs: Mapping[str, float] = field(default_factory=dict)  # stage kind -> its rate, where an extension sets one
+
+    def lr(self, kind: str) -> float:
+        """The learning rate of the stages of `kind`."""
+        return self.stage1.lr if kind == "stage1" else self.lrs.get(kind, self.small.lr)
+
+    def fit(self, kind: str, seed: int, desc: str = "") -> TrainConfig:
+        """One stage's fit: stage 1's (its label its own), or a small stage's of `kind`, labelled `desc`."""
+        if kind == "stage1":
+            return replace(self.stage1, seed=seed)
+        return replace(self.small, lr=self.lr(kind), seed=seed, desc=desc)
 
 
 # the convergence rule never doubles a cap past this (a fit still improving there ends with `stopped_early` False)

@@ -52,8 +52,8 @@ def paper_budgets(cfg: RangeTaskConfig, frames: ranges.Frames, bb: Backbone, sto
     setting, seed, aside = cfg.settings[0], cfg.seed, Store(store.root)
     scores, epochs, seconds = [], [], []
     for label, budget in PAPER_BUDGETS.items():
-        run = ranges.run_on(cfg, cfg.KEY, seed, setting, *frames(cfg, seed, setting), bb, aside, variants=False,
-                            budget=budget)
+        run = ranges.run_on(cfg, cfg.KEY, seed, setting, *frames(cfg, seed, setting), bb, aside,
+                            settings=cfg.stage_settings(budget=budget), variants=False)
         scores.append(run.tag(methods.score(run.red, "test")[0][["method", "accuracy"]]).assign(budget=label))
         epochs.append(run.tag(pd.DataFrame(run.red.epochs[1:])).assign(budget=label))  # [0]: stage 1, loaded
         seconds.append(run.tag(pd.DataFrame([run.red.seconds])).assign(budget=label))

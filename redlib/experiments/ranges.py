@@ -20,7 +20,7 @@ from ..core.claims import load_claims, pair_outcome, seed_list, seeds_words, sma
 from ..core.metrics import confusion
 from ..core.runtime import resolve_device
 from ..core.store import Store
-from ..core.settings import progress_enabled
+from ..core.settings import StageSettings, progress_enabled
 from ..models.backbone import Backbone
 from ..red import methods
 from ..red.encoders import TextEncoder
@@ -158,13 +158,13 @@ class RangeRun:
 
 
 def run_on(cfg: RedConfig, namespace: str, seed: int, setting: Setting, frames: dict[str, pd.DataFrame], key: dict,
-           bb: Backbone, store: Store, domain: Domain = RANGES, lrs: dict[str, float] | None = None,
-           variants: bool | None = None, budget: dict | None = None) -> RangeRun:
-    """Every pipeline stage on these frames for one seed and setting (cached stages load), the small stages at `lrs`
-    and under `budget` (`run_red`), the variant methods' where `variants` (None: where the config trains them)."""
+           bb: Backbone, store: Store, domain: Domain = RANGES, settings: StageSettings | None = None,
+           variants: bool | None = None) -> RangeRun:
+    """Every pipeline stage on these frames for one seed and setting (cached stages load), under `settings`
+    (`run_red`), the variant methods' where `variants` (None: where the config trains them)."""
     data, texts = task_data(namespace, frames, key, domain)
     encoder = TextEncoder(bb, texts, store, namespace)
-    return RangeRun(setting, run_red(cfg, data, encoder, store, seed, lrs, variants, budget), frames, encoder)
+    return RangeRun(setting, run_red(cfg, data, encoder, store, seed, settings, variants), frames, encoder)
 
 
 def prefetch(cfg: RedConfig, runs: list[tuple[int, dict[str, pd.DataFrame], dict]], bb: Backbone, store: Store,

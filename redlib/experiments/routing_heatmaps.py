@@ -19,11 +19,10 @@ from torch import Tensor, nn
 from tqdm import tqdm
 
 from ..configs.routing_heatmaps import PAPER_PATIENCE, TARGET_DIGITS, RoutingHeatmapsConfig
-from ..core.runtime import derived_seed, device_key, resolve_device, seed_everything
 from ..core.claims import verdicts_beside
-from ..core.settings import progress_enabled
+from ..core.runtime import derived_seed, device_key, resolve_device, seed_everything
+from ..core.settings import progress_enabled, still_improving
 from ..core.store import Store
-from ..core.settings import still_improving
 from ..core.train import TrainConfig, fit
 from ..models.moe import PAD, ExpertLM, GatedMoE, LMShape, MLPClassifier, TokenMoE, lm_loss
 from ..red.encoders import digest

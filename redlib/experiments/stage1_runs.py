@@ -102,7 +102,7 @@ def _stages(cfg: RangeTaskConfig, frames: ranges.Frames, run: Stage1Run, bb: Bac
         data, texts = ranges.task_data(cfg.KEY, *frames(cfg, seed, setting))
         datasets[which] = data, TextEncoder(bb, texts, store, cfg.KEY)
     data, enc = datasets[which]
-    return Stages(cfg, data, enc, store, seed, lrs={"stage1": lr})
+    return Stages(cfg, data, enc, store, seed, settings=cfg.stage_settings({"stage1": lr}))
 
 
 def _train(page: tuple[RangeTaskConfig, ranges.Frames], run: Stage1Run, store: Store) -> tuple[float, float]:

@@ -22,6 +22,7 @@ from ..core import measure
 from ..core.claims import small
 from ..core.metrics import accuracy, macro_f1
 from ..core.runtime import seed_everything
+from ..core.settings import StageSettings
 from ..core.store import Store
 from ..core.train import TrainConfig, fit
 from ..models.backbone import Backbone
@@ -69,10 +70,11 @@ OPS_DOMAIN = ("domain", ["add", "subtract"], "op")
 
 
 def train_ops(cfg: DecompositionConfig, seed: int, setting: Setting, bb: Backbone, store: Store,
-              lrs: dict[str, float] | None = None, variants: bool | None = None) -> ranges.RangeRun:
-    """The op experts' pipeline run (cached stages load); its test part holds every possible step once."""
+              settings: StageSettings | None = None, variants: bool | None = None) -> ranges.RangeRun:
+    """The op experts' pipeline run under `settings` (None: the protocol's; cached stages load); its test part
+    holds every possible step once."""
     frames, key = _ops_data(cfg, seed, setting)
-    return ranges.run_on(cfg, cfg.KEY, seed, setting, frames, key, bb, store, OPS_DOMAIN, lrs, variants)
+    return ranges.run_on(cfg, cfg.KEY, seed, setting, frames, key, bb, store, OPS_DOMAIN, settings, variants)
 
 
 def prefetch_ops(cfg: DecompositionConfig, bb: Backbone, store: Store) -> None:
@@ -99,7 +101,8 @@ def attribution(cfg: DecompositionConfig, bb: Backbone, store: Store) -> pd.Data
     for stage1_lr in ATTRIBUTION_RATES:
         for small_lr in ATTRIBUTION_RATES:
             lrs = {kind: small_lr for kind in STAGE_KINDS_SMALL} | {"stage1": stage1_lr}
-            ops = train_ops(cfg, seed, main, bb, store, lrs, variants=False)  # only what the attribution reads
+            # only what the attribution reads
+            ops = train_ops(cfg, seed, main, bb, store, cfg.stage_settings(lrs), variants=False)
             answers = execute(ops, truth, main.number_format)
             stage1 = next(e for e in ops.red.epochs if e["stage"] == "stage 1")
             single = ranges.evaluate(ops)["overall"].set_index("method")["accuracy"]

@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..core.settings import StageSettings
 from ..core.store import Store
 from ..models.routers import Router
 from .schedule import prefetch
@@ -44,14 +45,13 @@ __all__ = ["PIPELINE_VERSION", "STAGE_KINDS", "RedConfig", "TaskData", "RedRun",
 
 
 def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed: int,
-            lrs: dict[str, float] | None = None, variants: bool | None = None, budget: dict | None = None) -> RedRun:
-    """All stages for one seed (each loaded from the cache when already computed), as a run record, the small
-    stages of each kind at its learning rate in `lrs` (an extension's; a kind not named: the config's head_lr).
-    The variant methods' stages (the code's logit experts and gate, stage 4, the head on all of train) train only
-    where `variants` (None: `cfg.variants_on(seed)`); elsewhere the record holds none of them. The small stages
-    train side by side in `parallel.worker_count()` processes; the page then loads them in this order. `budget`
-    overrides the small stages' fit settings (an extension's epoch budget: max_epochs, patience, double_cap)."""
-    st = Stages(cfg, data, encoder, store, seed, lrs=lrs, budget=budget)
+            settings: StageSettings | None = None, variants: bool | None = None) -> RedRun:
+    """All stages for one seed (each loaded from the cache when already computed), as a run record, every stage
+    trained under `settings` (None: the config's protocol, `cfg.stage_settings()`; an extension passes its rates or
+    epoch budget there). The variant methods' stages (the code's logit experts and gate, stage 4, the head on all of
+    train) train only where `variants` (None: `cfg.variants_on(seed)`); elsewhere the record holds none of them. The
+    small stages train side by side in `parallel.worker_count()` processes; the page then loads them in this order."""
+    st = Stages(cfg, data, encoder, store, seed, settings=settings)
     clock = lambda label, fn: timed(st.seconds, store, label, fn)  # noqa: E731
     head = clock("stage 1 (encoder + global head)", st.base)
     feats = clock("pooled features", st.features)
@@ -71,7 +71,7 @@ def run_red(cfg: RedConfig, data: TaskData, encoder: Encoder, store: Store, seed
     experts, residuals, code = ([st.get((name, i)) for i in range(K)] if name in kinds else []
                                 for name in ("expert", "residual", "code"))
     return RedRun(seed, data, feats, head, experts, residuals, code, router_, joint_, gate_, head_all_, cfg.code_scale,
-                  st.seconds, st.epochs, code_gate_, st.lrs)
+                  st.seconds, st.epochs, code_gate_, st.settings)
 
 
 def small_jobs(cfg: RedConfig, K: int, with_variants: bool) -> tuple[list[Job], dict[Job, list[Job]]]:
@@ -122,8 +122,9 @@ def _retrain(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, seed: 
 
 def _restart(cfg: RedConfig, run: RedRun, encoder: Encoder, store: Store, seed: int | None) -> Stages:
     """The stages of a finished run, stage 1 reloaded (and checked to be the run's), ready to train more (with `seed`)
-    at the run's learning rates."""
-    st = Stages(cfg, run.data, encoder, store, run.seed, lrs=run.lrs)
+    under `cfg`, at the rates the run's extension gave its stage kinds."""
+    rates = run.settings.lrs if run.settings else None  # an extension's rates, under `cfg`'s protocol
+    st = Stages(cfg, run.data, encoder, store, run.seed, settings=cfg.stage_settings(rates))
     head = st.base()
     st.feats = run.features
     if not torch.equal(head.weight, run.head.weight):

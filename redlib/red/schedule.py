@@ -44,7 +44,7 @@ def prefetch_runs(plans: list[Plan], store: Store, desc: str = "small stages") -
     if not places:
         return
     contexts = [{"cfg": st.cfg, "data": st.data, "seed": st.seed, "key": st.key, "dim": st.dim, "head": st.head,
-                 "lrs": st.lrs, "budget": st.budget} for st, _, _ in plans]
+                 "settings": st.settings} for st, _, _ in plans]
     pieces = [piece for _, _, piece in sorted(places, key=lambda p: p[:2])]
     parallel.map_pieces(_train_run_job, contexts, pieces, store, workers, desc, deps,
                         threads=parallel.STAGE_THREADS)
@@ -61,7 +61,7 @@ def _train_job(context: dict, job: Job, store: Store) -> None:
     of that kind). The store keeps only the job's own events (loading its inputs is not one)."""
     seen = len(store.events)  # a single job runs in the caller's own store
     st = Stages(context["cfg"], context["data"], None, store, context["seed"], context["key"], context["dim"],
-                context["lrs"], context["budget"])
+                context["settings"])
     st.head = context["head"].requires_grad_(False)
     st.features()
     if job[0] in STACKED:

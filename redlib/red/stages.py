@@ -11,7 +11,7 @@ cache in its usual order, so its modules, tables, epochs and cache keys are thos
 
 from __future__ import annotations
 
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +21,7 @@ from torch import Tensor, nn
 from ..configs.red import RedConfig
 from ..core.runtime import seed_everything
 from ..core.stacked import fit_stacked
+from ..core.settings import StageSettings
 from ..core.store import Store
 from ..core.train import TrainConfig, evaluate_loss, fit
 from ..speed import kernels, parallel
@@ -41,12 +42,11 @@ class Stages:
     """The stages of one seed, each loaded from the cache when already computed (see `pipeline`'s docstring)."""
 
     def __init__(self, cfg: RedConfig, data: TaskData, encoder: Encoder | None, store: Store, seed: int,
-                 key: dict | None = None, dim: int | None = None, lrs: dict[str, float] | None = None,
-                 budget: dict | None = None):
+                 key: dict | None = None, dim: int | None = None, settings: StageSettings | None = None):
         self.cfg, self.data, self.encoder, self.store, self.seed = cfg, data, encoder, store, seed
-        self.budget = dict(budget or {})  # the small stages' fit settings that differ from the config's (an extension's)
+        # every stage's fit, resolved once for the run (None: the config's protocol, `cfg.stage_settings()`)
+        self.settings = settings or cfg.stage_settings()
         kernels.configure()  # the matmul kernels a worker takes, whoever calls the pipeline (not only a page)
-        self.lrs = dict(lrs or {})  # stage kind -> learning rate; a kind not named: cfg.lr (stage 1) or cfg.head_lr
         self.seconds: dict[str, float] = {}
         self.epochs: list[dict] = []
         self.key = key or {"pipeline": PIPELINE_VERSION, **encoder.key(), "data": data.key}
@@ -61,19 +61,14 @@ class Stages:
         assert name in STAGE_KINDS, name
         return f"{self.data.namespace}/{name}"
 
-    def lr(self, name: str) -> float:
-        """The learning rate of the stages of kind `name` (`lrs`, else the config's: lr for stage 1, head_lr for the
-        small stages)."""
-        return self.lrs.get(name, self.cfg.lr if name == "stage1" else self.cfg.head_lr)
-
     def inputs_lr(self, *names: str) -> dict[str, float]:
         """The learning rates of the stage kinds a stage trains on: part of its cache key, so a gate or stage 4 over
         modules trained at other rates is trained again, never loaded."""
-        return {n: self.lr(n) for n in names}
+        return {n: self.settings.lr(n) for n in names}
 
     def _stage1_settings(self) -> tuple[TrainConfig, dict]:
         """Stage 1's training settings and its cache key (the key of every later stage builds on it)."""
-        tc = self.cfg.stage1_config(self.seed, self.lr("stage1"))
+        tc = self.settings.fit("stage1", self.seed)
         return tc, {**self.key, "fraction": self.cfg.backbone_fraction, "train": asdict(tc)}
 
     def stage1_key(self) -> dict:
@@ -124,7 +119,7 @@ class Stages:
 
     def _settings(self, name: str, label: str, extra: dict) -> tuple[TrainConfig, dict]:
         """A small stage's fit settings and cache key, from its kind, label and what its key adds (`WHAT`)."""
-        tc = replace(self.cfg.fit_config(self.seed, label, self.lr(name)), **self.budget)
+        tc = self.settings.fit(name, self.seed, label)
         # the thread count is in the key: another count can split a sum differently, so it trains other bits
         key = {**self.key, "module": label, "train2": asdict(tc), "threads": parallel.STAGE_THREADS, **extra}
         return tc, key | ({"fit": "stacked"} if name in STACKED else {})

@@ -14,6 +14,7 @@ from torch.nn import functional as F
 
 from ..configs.red import RedConfig
 from ..core.runtime import generator
+from ..core.settings import StageSettings
 from ..models.combiners import ResidualMixture
 from ..models.experts import HeadExpert, LowRankLogits, LowRankResidual
 from ..models.routers import Router
@@ -143,7 +144,7 @@ class RedRun:
     seconds: dict[str, float] = field(default_factory=dict)
     epochs: list[dict] = field(default_factory=list)  # per trained stage: label, epochs run, best epoch, cap
     code_gate: Router | None = None  # the released code's MoE gate over the code experts (when the config asks)
-    lrs: dict[str, float] = field(default_factory=dict)  # stage kind -> learning rate (absent: the config's head_lr)
+    settings: StageSettings | None = None  # the fits its stages trained under (`RedConfig.stage_settings`)
 
 
 def balanced_subsample(labels: Tensor, fraction: float, seed: int) -> Tensor:
