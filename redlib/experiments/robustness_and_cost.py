@@ -38,6 +38,9 @@ REFERENCE = ("uniform averaging", "global head")  # routing-free references
 T1, T2, MN = Task1Config.KEY, Task2Config.KEY, MnistConfig.KEY  # the source pages, by their keys
 FRAMES = {T1: task1_addition.frames, T2: task2_mixed.frames}  # the range pages' data
 TASKS = {T1: "Task 1", T2: "Task 2", MN: "MNIST"}
+# the bare verdicts the findings glue (`book/agreement.py`): Task 1's plug-in verdict is the claim's; MNIST's is an
+# extension's, which no ledger row holds
+FINDINGS_VERDICTS = {"rb_t1_plug_in": "mod.plug_in", "rb_mn_plug_in": None}
 
 
 @dataclass

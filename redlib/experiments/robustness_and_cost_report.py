@@ -9,8 +9,7 @@ import pandas as pd
 
 from ..configs.robustness_and_cost import RobustnessConfig
 from ..core import measure
-from ..core.claims import (load_claims, order_claim_verdict, rate, seed_list, seeds_words, small,
-                           verdict_keys)
+from ..core.claims import load_claims, rate, seed_list, seeds_words, small, verdict, verdict_keys
 from ..core.settings import ended_at_cap
 from ..red import methods, perturbation
 from ..red.cost import PAPER_FORMULA
@@ -216,8 +215,8 @@ def found(cfg: RobustnessConfig, t: dict[str, pd.DataFrame], v: dict[str, str]) 
                 f"rb_{k}_without_last": add[add["domain"] == add["domain"].iloc[-1]]["accuracy"].mean(),
                 f"rb_{k}_addition": moves(val["addition: largest difference to all at once"]),
                 f"rb_{k}_identical": "yes" if entry["identical_after_addition"] else "no",
-                # the ledger's rule (its verdict of the claim, on Task 1): at the ceiling a change cannot show
-                f"rb_{k}_plug_in": order_claim_verdict(entry)}
+                # the ledger's rule (on Task 1 its verdict of the claim): at the ceiling "untestable here"
+                f"rb_{k}_plug_in": verdict(paper["mod.plug_in"], entry)}
     bnd = t["boundary"].groupby("method")["boundary_accuracy"].mean()
     rk = t["rank"].groupby(["task", "rank divisor"])["accuracy"].mean()
     nr = t["no_residual"].groupby(["task", "method"])["accuracy"].mean()
