@@ -23,9 +23,9 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..core.claims import load_claims, verdict
+from .ledger import VERDICTS
 from .registry import BY_NAME
 
-VERDICTS = ("does not hold", "holds", "partly", "untestable here", "not comparable", "not measured")
 _WORD = "|".join(re.escape(v) for v in VERDICTS)
 _GLUE = re.compile(r"\{glue:(?:text|md)\}`([^`:]+)[^`]*`")
 _KEY = re.compile(r"^[a-z0-9]+_v_(.+)$")
