@@ -16,7 +16,6 @@ def test_the_smoke_reference_pages_show_their_ledgers_verdicts():
     assert not found, "\n".join(found)
 
 
-@pytest.mark.xfail(strict=True, reason="published in parts until the one-pass re-publication (issue 76)")
 def test_the_published_pages_show_their_ledgers_verdicts():
     found = page_disagreements(ROOT / "book", ROOT / "results" / "full")
     assert not found, "\n".join(found)

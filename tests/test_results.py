@@ -226,13 +226,6 @@ def _published(page: str) -> dict | None:
     return json.loads(path.read_text()) if path.exists() else None
 
 
-# Published in parts (six pages at ad239a6 / efec6df on an Intel Xeon, robustness at f1eeafb on an AMD EPYC) until
-# the one cold pass re-publishes every page (issue 76): these two checks fail until then, and pass (so the marker
-# must go, strict) once it has landed.
-IN_PARTS = pytest.mark.xfail(strict=True, reason="published in parts until the one-pass re-publication (issue 76)")
-
-
-@IN_PARTS
 def test_every_published_page_names_one_commit_one_cpu_and_one_kernel_path():
     from redlib.book.registry import PAGES
 
@@ -244,18 +237,18 @@ def test_every_published_page_names_one_commit_one_cpu_and_one_kernel_path():
     assert len(set(where.values())) == 1, f"the published pages come from more than one pass: {where}"
 
 
-@IN_PARTS
 def test_robustness_clean_accuracies_are_its_source_pages_per_seed_numbers():
-    """Robustness loads the runs Task 1 and MNIST trained: with no perturbation, each method's accuracy on each seed
-    is exactly the source page's (one pass, one set of stages)."""
+    """Robustness loads the runs Task 1, Task 2 and MNIST trained: with no perturbation, each method's accuracy on
+    each seed is exactly the source page's (one pass, one set of stages)."""
     from redlib.core.paths import project_root
 
     full = project_root() / "results" / "full"
     sweep = pd.read_csv(full / "robustness_and_cost" / "sweep.csv")
     clean = sweep[sweep["perturbation"] == "none"].set_index(["task", "seed", "method"])["accuracy"]
-    t1 = pd.read_csv(full / "task1_addition" / "overall.csv")
-    t1 = t1[t1["run"] == "iid"].set_index(["seed", "method"])["accuracy"]
-    mn = pd.read_csv(full / "mnist_label5" / "overall.csv").set_index(["seed", "method"])["accuracy"]
-    differ = [(task, s, m, a, src[(s, m)]) for (task, s, m), a in clean.items()
-              for src in [{"Task 1": t1, "MNIST": mn}[task]] if src[(s, m)] != a]
+    iid = lambda page: pd.read_csv(full / page / "overall.csv").query("run == 'iid'")  # noqa: E731
+    src = {"Task 1": iid("task1_addition"), "Task 2": iid("task2_mixed"),
+           "MNIST": pd.read_csv(full / "mnist_label5" / "overall.csv")}
+    src = {task: df.set_index(["seed", "method"])["accuracy"] for task, df in src.items()}
+    assert set(clean.index.get_level_values("task")) == set(src)
+    differ = [(task, s, m, a, src[task][(s, m)]) for (task, s, m), a in clean.items() if src[task][(s, m)] != a]
     assert not differ, f"{len(differ)} clean accuracies differ from their source page's: {differ[:5]}"
