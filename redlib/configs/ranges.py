@@ -70,6 +70,19 @@ def range_choices(splits: tuple[str, str]) -> dict[str, tuple[Any, ...]]:
 
 PAPER_BUDGET = "paper_budget"  # the extension that trains the small stages under the paper's epoch budgets
 
+# The profile defaults every arithmetic page shares; `range_defaults` puts a page's own on top.
+RANGE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "smoke": {"precision": "fp32", "double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3,
+              "backbone_epochs": 2, "backbone_patience": 3, "split_seeds": 1},
+    "full": {"precision": "bf16", "double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150,
+             "backbone_epochs": 150, "split_seeds": 1},
+}
+
+
+def range_defaults(smoke: dict[str, Any], full: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """A range task's PROFILE_DEFAULTS: the shared ones with the page's own `smoke` and `full` values on top."""
+    return {"smoke": {**RANGE_DEFAULTS["smoke"], **smoke}, "full": {**RANGE_DEFAULTS["full"], **full}}
+
 
 @dataclass
 class RangeTaskConfig:

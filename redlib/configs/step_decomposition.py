@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from ..core.config import MAX_EPOCHS, MAX_SAMPLES, MAX_WIDTH, param
-from .ranges import RangeTaskConfig
+from .ranges import RangeTaskConfig, range_defaults
 from .red import RedConfig
 from .task2_mixed import MixedTaskConfig
 
@@ -26,14 +26,11 @@ class DecompositionConfig(MixedTaskConfig, RangeTaskConfig, RedConfig):
 
     NOTEBOOK: ClassVar[str] = "step_decomposition"
     KEY: ClassVar[str] = "sd"  # its stage-cache namespace ("sd/"), claim ids ("sd.") and glued values ("sd_")
-    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"precision": "fp32", "double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3,
-                  "backbone_epochs": 2, "backbone_patience": 3, "split_seeds": 1, "op_samples": 1000,
-                  "tagger_epochs": 3, "tagger_samples": 2000, "extensions": ["isolated", "attribution"]},
-        "full": {"precision": "bf16", "double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150,
-                 "backbone_epochs": 150, "split_seeds": 1, "op_samples": 20_000, "tagger_epochs": 10,
-                 "tagger_samples": 4000, "extensions": ["isolated", "attribution"]},
-    }
+    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = range_defaults(
+        smoke={"op_samples": 1000, "tagger_epochs": 3, "tagger_samples": 2000,
+               "extensions": ["isolated", "attribution"]},
+        full={"op_samples": 20_000, "tagger_epochs": 10, "tagger_samples": 4000,
+              "extensions": ["isolated", "attribution"]})
 
     @classmethod
     def extension_forms(cls) -> list[str]:

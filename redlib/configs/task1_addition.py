@@ -7,7 +7,7 @@ from typing import Any, ClassVar
 
 from ..core.config import ParameterError, param
 from ..tasks.arithmetic import DATA_SOURCES, MAX_SUM, TEMPLATES, VAL_SHARE
-from .ranges import PAPER_BUDGET, RangeTaskConfig, range_choices
+from .ranges import PAPER_BUDGET, RangeTaskConfig, range_choices, range_defaults
 from .red import RedConfig
 
 
@@ -28,13 +28,9 @@ class Task1Config(RangeTaskConfig, RedConfig):
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**RedConfig.CHOICES, **range_choices(("iid", "pairs")),
                                                        "data_source": DATA_SOURCES}
-    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"precision": "fp32", "double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3,
-                  "backbone_epochs": 2, "backbone_patience": 3, "split_seeds": 1,
-                  "extensions": ["pairs", "digits:pairs", PAPER_BUDGET]},
-        "full": {"precision": "bf16", "double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150,
-                 "backbone_epochs": 150, "split_seeds": 3, "extensions": ["pairs", "digits:pairs", PAPER_BUDGET]},
-    }
+    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = range_defaults(
+        smoke={"extensions": ["pairs", "digits:pairs", PAPER_BUDGET]},
+        full={"split_seeds": 3, "extensions": ["pairs", "digits:pairs", PAPER_BUDGET]})
 
     @classmethod
     def extension_forms(cls) -> list[str]:

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 
 from ..core.config import ParameterError, param
 from ..tasks.mixed import PHRASINGS, parse_mix
-from .ranges import PAPER_BUDGET, RangeTaskConfig, Setting, mix_from_words, range_choices
+from .ranges import PAPER_BUDGET, RangeTaskConfig, Setting, mix_from_words, range_choices, range_defaults
 from .red import RedConfig
 
 
@@ -41,13 +41,9 @@ class Task2Config(MixedTaskConfig, RangeTaskConfig, RedConfig):
     NOTEBOOK: ClassVar[str] = "task2_mixed"
     KEY: ClassVar[str] = "t2"  # its stage-cache namespace ("t2/"), claim ids ("t2.") and glued values ("t2_")
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
-    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = {
-        "smoke": {"precision": "fp32", "double_cap": False, "n_seeds": 1, "dataset_size": "tiny", "max_epochs": 3,
-                  "backbone_epochs": 2, "backbone_patience": 3, "split_seeds": 1,
-                  "extensions": ["isolated", "mix:50/50", PAPER_BUDGET]},
-        "full": {"precision": "bf16", "double_cap": True, "n_seeds": 3, "dataset_size": "final", "max_epochs": 150,
-                 "backbone_epochs": 150, "split_seeds": 1, "extensions": ["isolated", "mix:50/50", PAPER_BUDGET]},
-    }
+    PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = range_defaults(
+        smoke={"extensions": ["isolated", "mix:50/50", PAPER_BUDGET]},
+        full={"extensions": ["isolated", "mix:50/50", PAPER_BUDGET]})
 
     @classmethod
     def extension_forms(cls) -> list[str]:
