@@ -127,7 +127,7 @@ def test_the_misrouting_gap_is_read_per_task_at_the_papers_router_error(tmp_path
     page(tmp_path, "robustness_and_cost", "sweep", rows)
     g = misrouting.gaps("full", tmp_path)
     assert sorted(g["task"].unique()) == ["MNIST", "Task 1"] and len(g) == 16
-    at = misrouting.at_share(g, 0.035)
+    at = misrouting.at_share(misrouting.means(g), 0.035)
     assert abs(at["Task 1"] - 0.9 * 0.035) < 1e-9 and abs(at["MNIST"] - 0.05 * 0.035) < 1e-9
     words = misrouting.words(g)
     assert "Task 1 from 50% of inputs misrouted" in words  # 0.45 at 50% first clears the paper's +0.115

@@ -40,11 +40,15 @@ def gaps(profile: str = "full", root: str | os.PathLike = "results") -> pd.DataF
     return out if len(out) else None
 
 
-def at_share(g: pd.DataFrame, share: float) -> pd.Series:
-    """Each task's mean gap (over seeds) at a misrouted share, on the line between the sweep's neighbouring shares."""
+def means(g: pd.DataFrame) -> dict[str, pd.Series]:
+    """Each task's gap averaged over seeds, indexed by the misrouted share (in the sweep's order)."""
     mean = g.groupby(["task", "share"], sort=False)["gap"].mean()
-    return pd.Series({task: float(np.interp(share, m.index.get_level_values("share"), m.to_numpy()))
-                      for task, m in mean.groupby(level="task", sort=False)})
+    return {task: m.droplevel("task") for task, m in mean.groupby(level="task", sort=False)}
+
+
+def at_share(m: dict[str, pd.Series], share: float) -> pd.Series:
+    """Each task's mean gap (`means`) at a misrouted share, on the line between the sweep's neighbouring shares."""
+    return pd.Series({task: float(np.interp(share, s.index, s.to_numpy())) for task, s in m.items()})
 
 
 def paper_gaps() -> pd.Series:
@@ -57,11 +61,11 @@ def words(g: pd.DataFrame) -> str:
     """When RED's advantage appears here, in one paragraph: the gap with the routers as trained, at the paper's
     router error, and the misrouted share at which it first reaches the paper's gap on each task."""
     paper, shares = paper_gaps(), sorted(g["share"].unique())
-    clean, lo, hi = at_share(g, 0.0), at_share(g, PAPER_ROUTER_ERROR[0]), at_share(g, PAPER_ROUTER_ERROR[1])
-    mean = g.groupby(["task", "share"], sort=False)["gap"].mean()
+    m = means(g)
+    clean, lo, hi = (at_share(m, share) for share in (0.0, *PAPER_ROUTER_ERROR))
     reach = []
-    for task, m in mean.groupby(level="task", sort=False):
-        above = [s for s, v in zip(m.index.get_level_values("share"), m) if v >= paper[task]]
+    for task, gap in m.items():
+        above = [s for s, v in gap.items() if v >= paper[task]]
         reach.append(f"{task} from {above[0]:.0%} of inputs misrouted" if above
                      else f"{task} at no share up to {shares[-1]:.0%}")
     err = f"{PAPER_ROUTER_ERROR[0] * 100:.0f}-{PAPER_ROUTER_ERROR[1]:.0%}"
