@@ -79,9 +79,12 @@ RANGE_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-def range_defaults(smoke: dict[str, Any], full: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    """A range task's PROFILE_DEFAULTS: the shared ones with the page's own `smoke` and `full` values on top."""
-    return {"smoke": {**RANGE_DEFAULTS["smoke"], **smoke}, "full": {**RANGE_DEFAULTS["full"], **full}}
+def range_defaults(extensions: list[str], smoke: dict[str, Any] | None = None,
+                   full: dict[str, Any] | None = None) -> dict[str, dict[str, Any]]:
+    """A range task's PROFILE_DEFAULTS: the shared ones, the page's `extensions` under both profiles, and its own
+    `smoke` and `full` values on top."""
+    own = {"smoke": smoke or {}, "full": full or {}}
+    return {p: {**RANGE_DEFAULTS[p], "extensions": list(extensions), **own[p]} for p in RANGE_DEFAULTS}
 
 
 @dataclass

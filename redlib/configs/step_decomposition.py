@@ -27,10 +27,8 @@ class DecompositionConfig(MixedTaskConfig, RangeTaskConfig, RedConfig):
     NOTEBOOK: ClassVar[str] = "step_decomposition"
     KEY: ClassVar[str] = "sd"  # its stage-cache namespace ("sd/"), claim ids ("sd.") and glued values ("sd_")
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = range_defaults(
-        smoke={"op_samples": 1000, "tagger_epochs": 3, "tagger_samples": 2000,
-               "extensions": ["isolated", "attribution"]},
-        full={"op_samples": 20_000, "tagger_epochs": 10, "tagger_samples": 4000,
-              "extensions": ["isolated", "attribution"]})
+        ["isolated", "attribution"], smoke={"op_samples": 1000, "tagger_epochs": 3, "tagger_samples": 2000},
+        full={"op_samples": 20_000, "tagger_epochs": 10, "tagger_samples": 4000})
 
     @classmethod
     def extension_forms(cls) -> list[str]:

@@ -29,8 +29,7 @@ class Task1Config(RangeTaskConfig, RedConfig):
     CHOICES: ClassVar[dict[str, tuple[Any, ...]]] = {**RedConfig.CHOICES, **range_choices(("iid", "pairs")),
                                                        "data_source": DATA_SOURCES}
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = range_defaults(
-        smoke={"extensions": ["pairs", "digits:pairs", PAPER_BUDGET]},
-        full={"split_seeds": 3, "extensions": ["pairs", "digits:pairs", PAPER_BUDGET]})
+        ["pairs", "digits:pairs", PAPER_BUDGET], full={"split_seeds": 3})
 
     @classmethod
     def extension_forms(cls) -> list[str]:

@@ -42,8 +42,7 @@ class Task2Config(MixedTaskConfig, RangeTaskConfig, RedConfig):
     KEY: ClassVar[str] = "t2"  # its stage-cache namespace ("t2/"), claim ids ("t2.") and glued values ("t2_")
     CODE_MOE: ClassVar[bool] = True  # the released code's MoE (a gate over its logit experts) beside the paper's
     PROFILE_DEFAULTS: ClassVar[dict[str, dict[str, Any]]] = range_defaults(
-        smoke={"extensions": ["isolated", "mix:50/50", PAPER_BUDGET]},
-        full={"extensions": ["isolated", "mix:50/50", PAPER_BUDGET]})
+        ["isolated", "mix:50/50", PAPER_BUDGET])
 
     @classmethod
     def extension_forms(cls) -> list[str]:
